@@ -1,0 +1,34 @@
+/**
+ * One log line and one set of metric updates per request, when its response
+ * closes: finished normally or cut off by the client (logged as status 499,
+ * nginx's "client closed request"). Bodies and credentials are never logged.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Metrics } from './metrics/registry.js'
+
+export const CLIENT_CLOSED_REQUEST = 499
+
+export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: FastifyReply): void {
+  reply.raw.once('close', () => {
+    const status = reply.raw.writableFinished ? reply.statusCode : CLIENT_CLOSED_REQUEST
+    const facts = request.facts
+    const seconds = reply.elapsedTime / 1000
+    metrics.requestsTotal.inc({ route: facts.route, model: facts.model, status: String(status) })
+    metrics.requestDuration.observe({ route: facts.route, model: facts.model }, seconds)
+    request.log.info(
+      {
+        request_id: facts.requestId,
+        principal: facts.principal?.id ?? null,
+        route: facts.route,
+        method: request.method,
+        model: facts.model === '' ? null : facts.model,
+        backend: facts.backend,
+        status,
+        duration_ms: Math.round(reply.elapsedTime * 10) / 10,
+        retries: facts.retries,
+        error_code: facts.errorCode,
+      },
+      'request completed',
+    )
+  })
+}

@@ -1,0 +1,73 @@
+/**
+ * Builds the gateway app from its context: global hooks first (request facts,
+ * request id header, access log, draining), then routes, in an explicit order.
+ * Never listens; main.ts (or a test) does.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
+import type { GatewayContext } from './context.js'
+import { recordOnClose } from './access-log.js'
+import { errorHandler, sendError } from './errors/error-handler.js'
+import { GatewayError } from './errors/gateway-error.js'
+import { newRequestFacts, type RequestFacts } from './request-facts.js'
+import { isValidRequestId } from './schemas/request-id.js'
+import { registerChatRoutes } from './routes/chat.js'
+import { registerModelRoutes } from './routes/models.js'
+import { registerServiceRoutes } from './routes/service.js'
+
+export interface GatewayApp {
+  readonly app: FastifyInstance
+  /** Turns new requests away with 503 while in-flight ones finish. */
+  startDraining(): void
+}
+
+export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
+  let draining = false
+  const app = Fastify({
+    loggerInstance: ctx.logger as FastifyBaseLogger,
+    // access-log.ts writes the one line per request.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: ctx.config.server.body_limit_bytes,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
+    requestIdHeader: false,
+    genReqId: (raw) => {
+      const header = raw.headers['x-request-id']
+      return typeof header === 'string' && isValidRequestId(header) ? header : ctx.newId()
+    },
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: false,
+  })
+
+  app.decorateRequest('facts', null as unknown as RequestFacts)
+  app.addHook('onRequest', async (request, reply) => {
+    request.facts = newRequestFacts(request.routeOptions.config.family ?? 'unknown', request.id)
+    recordOnClose(ctx.metrics, request, reply)
+    if (draining && request.facts.route !== 'service') {
+      reply.header('connection', 'close')
+      throw new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.')
+    }
+  })
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.facts.requestId)
+    return payload
+  })
+  app.setErrorHandler(errorHandler)
+  app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(request)))
+
+  registerServiceRoutes(app, ctx)
+  registerModelRoutes(app, ctx, ctx.clock.now())
+  registerChatRoutes(app, ctx)
+  await app.ready()
+  return {
+    app,
+    startDraining() {
+      draining = true
+    },
+  }
+}
+
+function notFound(request: FastifyRequest): GatewayError {
+  const path = request.url.split('?')[0] ?? ''
+  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path
+  return new GatewayError('not_found', `No route for ${request.method} ${shown}.`)
+}

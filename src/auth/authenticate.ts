@@ -1,0 +1,73 @@
+/**
+ * Checks a request's Authorization header against a route's requirement:
+ * 401 for missing, malformed, unknown or wrong-scheme credentials (with the
+ * `WWW-Authenticate` challenge of the route's scheme), 403 for a valid
+ * principal without the route's scope.
+ */
+import { GatewayError } from '../errors/gateway-error.js'
+import { parseAuthorization } from './authorization-header.js'
+import type { BearerKeyring } from './bearer.js'
+import type { AuthRequirement, Principal } from './principal.js'
+
+export interface Authenticators {
+  readonly bearer: BearerKeyring
+  /** Basic credential check; null when no users are configured or not yet supported. */
+  readonly basic: ((username: string, password: string) => Promise<Principal | null>) | null
+}
+
+const CHALLENGE = {
+  bearer: 'Bearer realm="sluice"',
+  basic: 'Basic realm="sluice", charset="UTF-8"',
+} as const
+
+function unauthorized(requirement: AuthRequirement, code: 'missing_credentials' | 'invalid_credentials' | 'wrong_auth_scheme', message: string): GatewayError {
+  const challenge = code === 'invalid_credentials' && requirement.scheme === 'bearer' ? `${CHALLENGE.bearer}, error="invalid_token"` : CHALLENGE[requirement.scheme]
+  return new GatewayError(code, message, { headers: { 'www-authenticate': challenge } })
+}
+
+export async function authenticate(
+  header: string | undefined,
+  requirement: AuthRequirement,
+  authenticators: Authenticators,
+): Promise<Principal> {
+  const parsed = parseAuthorization(header)
+  const expected = requirement.scheme === 'bearer' ? 'Bearer' : 'Basic'
+  if (header === undefined || header.trim() === '') {
+    throw unauthorized(requirement, 'missing_credentials', `Missing credentials: send an Authorization: ${expected} header.`)
+  }
+  if (parsed === null) {
+    throw unauthorized(requirement, 'invalid_credentials', `Malformed Authorization header: expected "${expected} <credentials>".`)
+  }
+  if (parsed.scheme !== requirement.scheme) {
+    throw unauthorized(requirement, 'wrong_auth_scheme', `This route takes ${expected} credentials, not ${parsed.scheme}.`)
+  }
+  const principal = requirement.scheme === 'bearer' ? findKey(parsed.credentials, authenticators) : await findUser(parsed.credentials, authenticators)
+  if (principal === null) {
+    throw unauthorized(requirement, 'invalid_credentials', requirement.scheme === 'bearer' ? 'Invalid API key.' : 'Invalid username or password.')
+  }
+  if (!principal.scopes.includes(requirement.scope)) {
+    throw new GatewayError('insufficient_scope', `Credentials "${principal.id}" lack the "${requirement.scope}" scope this route needs.`)
+  }
+  return principal
+}
+
+function findKey(token: string, authenticators: Authenticators): Principal | null {
+  const key = authenticators.bearer.find(token)
+  return key === null ? null : { kind: 'key', id: key.id, scopes: key.scopes, key }
+}
+
+async function findUser(encoded: string, authenticators: Authenticators): Promise<Principal | null> {
+  if (authenticators.basic === null) return null
+  const decoded = decodeBasic(encoded)
+  if (decoded === null) return null
+  return authenticators.basic(decoded.username, decoded.password)
+}
+
+/** `base64(username:password)`; the password may itself contain `:`. */
+export function decodeBasic(encoded: string): { username: string; password: string } | null {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) return null
+  const text = Buffer.from(encoded, 'base64').toString('utf8')
+  const colon = text.indexOf(':')
+  if (colon <= 0) return null
+  return { username: text.slice(0, colon), password: text.slice(colon + 1) }
+}

@@ -1,0 +1,22 @@
+/** `sluice check --config FILE`: every problem as `path.to.key: message`, exit 1; or "ok", exit 0. */
+import { readFile } from 'node:fs/promises'
+import { parseConfig } from '../config/load.js'
+import type { Environment } from '../config/interpolate.js'
+import { formatIssue } from '../schemas/validation-issue.js'
+
+export async function runCheck(file: string, env: Environment): Promise<number> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    console.error(`${file}: cannot read: ${(error as Error).message}`)
+    return 1
+  }
+  const result = parseConfig(text, env)
+  if (result.ok) {
+    console.log(`${file}: ok (${result.config.models.length} model(s), ${result.config.auth.keys.length} key(s))`)
+    return 0
+  }
+  for (const issue of result.issues) console.log(formatIssue(issue))
+  return 1
+}

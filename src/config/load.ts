@@ -1,0 +1,57 @@
+/**
+ * Reads, interpolates, validates and resolves the YAML configuration.
+ * The only place that reads the environment for configuration; the caller
+ * passes it in so tests can use their own.
+ */
+import { readFile } from 'node:fs/promises'
+import { Ajv } from 'ajv'
+import { parseDocument } from 'yaml'
+import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
+import { interpolate, type Environment } from './interpolate.js'
+import { resolveConfig, type GatewayConfig } from './resolve.js'
+import { toIssues, formatIssue, type ValidationIssue } from '../schemas/validation-issue.js'
+
+export type ConfigResult = { ok: true; config: GatewayConfig } | { ok: false; issues: ValidationIssue[] }
+
+const validate = new Ajv({ useDefaults: true, allErrors: true, strict: false, verbose: true }).compile<RawGatewayConfig>(
+  GatewayConfigSchema,
+)
+
+export class ConfigError extends Error {
+  readonly issues: readonly ValidationIssue[]
+  constructor(source: string, issues: ValidationIssue[]) {
+    super(`invalid configuration ${source}:\n${issues.map((i) => `  ${formatIssue(i)}`).join('\n')}`)
+    this.name = 'ConfigError'
+    this.issues = issues
+  }
+}
+
+/** Parses and checks YAML text; returns every problem found, not just the first. */
+export function parseConfig(text: string, env: Environment): ConfigResult {
+  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true })
+  if (document.errors.length > 0) {
+    return { ok: false, issues: document.errors.map((e) => ({ path: '', message: `YAML: ${e.message}` })) }
+  }
+  const issues: ValidationIssue[] = []
+  const data = interpolate(document.toJS() ?? {}, env, issues)
+  if (!validate(data)) {
+    // A key whose variable is unset has already been reported; its empty
+    // value failing the schema too would only repeat that.
+    const unset = new Set(issues.map((i) => i.path))
+    issues.push(...toIssues(validate.errors).filter((i) => !unset.has(i.path)))
+  }
+  if (issues.length > 0) return { ok: false, issues }
+  return resolveConfig(data as RawGatewayConfig)
+}
+
+export async function loadConfigFile(file: string, env: Environment): Promise<GatewayConfig> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(error as Error).message}` }])
+  }
+  const result = parseConfig(text, env)
+  if (!result.ok) throw new ConfigError(file, result.issues)
+  return result.config
+}

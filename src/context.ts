@@ -1,0 +1,54 @@
+/**
+ * Everything the app depends on, built in one place (main.ts or a test) and
+ * passed down: configuration, logger, clock, randomness, metrics, backends.
+ * No module keeps state of its own.
+ */
+import { randomUUID } from 'node:crypto'
+import type { Logger } from 'pino'
+import type { GatewayConfig } from './config/resolve.js'
+import { BearerKeyring } from './auth/bearer.js'
+import type { Authenticators } from './auth/authenticate.js'
+import { createMetrics, type Metrics } from './metrics/registry.js'
+import { buildModelRoutes, type ModelRoute } from './routing/model-route.js'
+
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number
+}
+
+export interface GatewayContext {
+  readonly config: GatewayConfig
+  readonly logger: Logger
+  readonly clock: Clock
+  readonly newId: () => string
+  readonly metrics: Metrics
+  readonly models: ReadonlyMap<string, ModelRoute>
+  readonly authenticators: Authenticators
+  /** Releases what the context holds (connection pools). */
+  close(): Promise<void>
+}
+
+export interface ContextOverrides {
+  readonly clock?: Clock
+  readonly newId?: () => string
+}
+
+export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
+  const models = buildModelRoutes(config.models)
+  const metrics = createMetrics()
+  for (const route of models.values()) {
+    for (const backend of route.backends) metrics.backendUp.set({ model: route.name, backend: backend.name }, backend.healthy ? 1 : 0)
+  }
+  return {
+    config,
+    logger,
+    clock: overrides.clock ?? { now: () => Date.now() },
+    newId: overrides.newId ?? (() => randomUUID()),
+    metrics,
+    models,
+    authenticators: { bearer: new BearerKeyring(config.auth.keys), basic: null },
+    async close() {
+      await Promise.all([...models.values()].map((m) => m.close()))
+    },
+  }
+}

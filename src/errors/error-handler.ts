@@ -1,0 +1,51 @@
+/**
+ * The one place that writes error bodies. Gateway errors carry their own
+ * status and code; fastify's own errors (body parsing, limits) are mapped to
+ * the DESIGN.md shape; anything else is a 500 whose details stay in the log.
+ */
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import { GatewayError, type ErrorCode } from './gateway-error.js'
+
+const FASTIFY_CODES: Readonly<Record<string, ErrorCode>> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'body_too_large',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_value',
+  FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
+}
+
+export function toGatewayError(error: FastifyError | Error): GatewayError {
+  if (error instanceof GatewayError) return error
+  const fastifyCode = (error as FastifyError).code
+  const mapped = fastifyCode === undefined ? undefined : FASTIFY_CODES[fastifyCode]
+  if (mapped !== undefined) return new GatewayError(mapped, messageFor(mapped, error), { cause: error })
+  if (error instanceof SyntaxError) return new GatewayError('invalid_json', messageFor('invalid_json', error), { cause: error })
+  const status = (error as FastifyError).statusCode
+  if (status !== undefined && status >= 400 && status < 500) return new GatewayError('invalid_value', error.message, { cause: error })
+  return new GatewayError('internal_error', 'The gateway failed to handle this request.', { cause: error })
+}
+
+function messageFor(code: ErrorCode, error: Error): string {
+  switch (code) {
+    case 'invalid_json':
+      return `The body is not valid JSON: ${error.message}`
+    case 'body_too_large':
+      return 'The body is larger than this gateway accepts (server.body_limit_bytes).'
+    case 'unsupported_media_type':
+      return 'Send the body as JSON with Content-Type: application/json.'
+    default:
+      return error.message
+  }
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
+  request.facts.errorCode = error.code
+  return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
+}
+
+export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const gatewayError = toGatewayError(error)
+  if (gatewayError.status >= 500) request.log.error({ err: error }, 'request failed')
+  return sendError(request, reply, gatewayError)
+}

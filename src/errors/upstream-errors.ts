@@ -1,0 +1,47 @@
+/**
+ * Maps what can go wrong talking to a backend or upstream (undici and socket
+ * errors) to the gateway's typed errors, in one place: unreachable → 502,
+ * broken answer → 502, too slow → 504.
+ */
+import { GatewayError } from './gateway-error.js'
+
+/** Why an attempt failed; used as the `reason` label of upstream error metrics. */
+export type UpstreamFailureReason = 'connect' | 'timeout' | 'reset' | 'bad_response'
+
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT'])
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'])
+
+function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
+}
+
+export function classifyUpstreamFailure(error: unknown): UpstreamFailureReason {
+  const code = errorCode(error)
+  if (code !== undefined && CONNECT_CODES.has(code)) return 'connect'
+  if (code !== undefined && TIMEOUT_CODES.has(code)) return 'timeout'
+  if (code !== undefined && RESET_CODES.has(code)) return 'reset'
+  return 'bad_response'
+}
+
+/**
+ * Whether another backend may be tried: the request never reached this one
+ * (connect failure) or it hung up before answering anything.
+ */
+export function isRetryable(reason: UpstreamFailureReason): boolean {
+  return reason === 'connect' || reason === 'reset'
+}
+
+export function upstreamError(reason: UpstreamFailureReason, target: string, cause: unknown): GatewayError {
+  switch (reason) {
+    case 'connect':
+      return new GatewayError('upstream_unreachable', `Upstream ${target} is unreachable.`, { cause })
+    case 'timeout':
+      return new GatewayError('upstream_timeout', `Upstream ${target} did not answer in time.`, { cause })
+    case 'reset':
+      return new GatewayError('upstream_bad_response', `Upstream ${target} closed the connection before answering.`, { cause })
+    case 'bad_response':
+      return new GatewayError('upstream_bad_response', `Upstream ${target} sent a broken response.`, { cause })
+  }
+}

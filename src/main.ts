@@ -1,0 +1,50 @@
+/**
+ * The entry point: parses the command line, loads the configuration, starts
+ * the gateway and wires the process signals. The only module that touches
+ * `process`.
+ */
+import { parseArguments } from './cli/arguments.js'
+import { runCheck } from './cli/check.js'
+import { ConfigError, loadConfigFile } from './config/load.js'
+import { createLogger } from './logger.js'
+import { startGateway } from './server.js'
+
+const DEFAULT_CONFIG = 'config/gateway.yaml'
+
+async function main(): Promise<number> {
+  const args = parseArguments(process.argv.slice(2), process.env)
+  const configFile = args.configFile ?? DEFAULT_CONFIG
+  if (args.command === 'check') return runCheck(configFile, process.env)
+
+  const config = await loadConfigFile(configFile, process.env)
+  const logger = createLogger(config.log.level)
+  const gateway = await startGateway(config, logger)
+  logger.info({ url: gateway.url, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
+
+  const stop = (signal: string) => {
+    logger.info({ signal, grace_ms: config.server.shutdown_grace_ms }, 'draining')
+    gateway.shutdown().then(
+      () => {
+        logger.info('stopped')
+        process.exit(0)
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed')
+        process.exit(1)
+      },
+    )
+  }
+  process.once('SIGTERM', stop)
+  process.once('SIGINT', stop)
+  return -1
+}
+
+main().then(
+  (code) => {
+    if (code >= 0) process.exitCode = code
+  },
+  (error: unknown) => {
+    console.error(error instanceof ConfigError ? error.message : error)
+    process.exitCode = 1
+  },
+)

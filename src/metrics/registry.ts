@@ -1,0 +1,54 @@
+/**
+ * Every metric Sluice exports, defined once on a registry of its own (one per
+ * app, so tests can build many apps in one process). Label values are only
+ * ever configured names or fixed words, never raw request input.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+
+/**
+ * LLM requests span milliseconds (errors, cached answers) to minutes (long
+ * generations), so the buckets cover 5 ms to 10 min on a rough 2–2.5x scale.
+ */
+export const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
+
+export function createMetrics() {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+  const registers = [registry]
+  return {
+    registry,
+    requestsTotal: new Counter({
+      name: 'sluice_requests_total',
+      help: 'Requests answered, by route family, model and status code.',
+      labelNames: ['route', 'model', 'status'] as const,
+      registers,
+    }),
+    requestDuration: new Histogram({
+      name: 'sluice_request_duration_seconds',
+      help: 'Time from receiving a request to the end of its answer.',
+      labelNames: ['route', 'model'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    inflight: new Gauge({
+      name: 'sluice_inflight_requests',
+      help: 'Requests being answered by a backend right now.',
+      labelNames: ['model', 'backend'] as const,
+      registers,
+    }),
+    backendUp: new Gauge({
+      name: 'sluice_backend_up',
+      help: '1 when the backend is considered healthy, else 0.',
+      labelNames: ['model', 'backend'] as const,
+      registers,
+    }),
+    upstreamErrors: new Counter({
+      name: 'sluice_upstream_errors_total',
+      help: 'Failed attempts to get an answer from a backend, by reason.',
+      labelNames: ['model', 'backend', 'reason'] as const,
+      registers,
+    }),
+  }
+}
+
+export type Metrics = ReturnType<typeof createMetrics>

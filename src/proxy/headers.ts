@@ -1,0 +1,50 @@
+/**
+ * What crosses the gateway in headers. Upstream requests are built from an
+ * allow-list (the client's credentials and cookies never leave); responses
+ * lose only hop-by-hop headers (RFC 9110 §7.6.1) and the framing the gateway
+ * recomputes.
+ */
+import type { IncomingHttpHeaders } from 'node:http'
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  // Recomputed by the gateway for the body it actually sends.
+  'content-length',
+])
+
+/** Client headers worth passing on: content negotiation and tracing. */
+const FORWARDED_REQUEST_HEADERS = ['accept', 'user-agent', 'traceparent', 'tracestate'] as const
+
+export type HeaderMap = Record<string, string | string[]>
+
+export function responseHeadersFromUpstream(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): HeaderMap {
+  const connectionListed = new Set(
+    String(headers.connection ?? '')
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter((h) => h !== ''),
+  )
+  const out: HeaderMap = {}
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase()
+    if (value === undefined || HOP_BY_HOP.has(lower) || connectionListed.has(lower)) continue
+    out[lower] = value
+  }
+  return out
+}
+
+export function forwardedRequestHeaders(client: IncomingHttpHeaders): HeaderMap {
+  const out: HeaderMap = {}
+  for (const name of FORWARDED_REQUEST_HEADERS) {
+    const value = client[name]
+    if (typeof value === 'string') out[name] = value
+  }
+  return out
+}

@@ -1,0 +1,54 @@
+/** `POST /v1/chat/completions`: validate, normalize, forward. */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { GatewayContext } from '../context.js'
+import { requireAuth } from '../auth/require-auth.js'
+import { GatewayError } from '../errors/gateway-error.js'
+import { compileBodyCheck } from '../schemas/body-validator.js'
+import { ChatCompletionRequest, type ChatCompletionBody } from '../schemas/chat.js'
+import { findRuleViolation } from '../schemas/chat-rules.js'
+import { normalizeChat } from '../schemas/normalize-chat.js'
+import { chooseRequestId } from '../schemas/request-id.js'
+import type { ModelRoute } from '../routing/model-route.js'
+import { forwardChat } from '../proxy/chat-forward.js'
+
+const checkChatBody = compileBodyCheck(ChatCompletionRequest)
+
+export function registerChatRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+  app.post('/v1/chat/completions', {
+    config: { family: 'chat' },
+    onRequest: requireAuth(ctx.authenticators, { scheme: 'bearer', scope: 'chat' }),
+    handler: (request, reply) => handleChat(ctx, request, reply),
+  })
+}
+
+async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const body = checkChatBody(request.body) as ChatCompletionBody
+  const route = resolveModel(ctx, body.model)
+  request.facts.model = route.name
+
+  const violation = findRuleViolation(body, route.settings)
+  if (violation) throw new GatewayError('conflicting_fields', `${violation.param} ${violation.message}.`, { param: violation.param })
+
+  const requestId = resolveRequestId(ctx, request, body)
+  request.facts.requestId = requestId
+  const upstreamBody = normalizeChat(body, route.settings.served_name, requestId)
+  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId })
+}
+
+function resolveModel(ctx: GatewayContext, requested: string | null | undefined): ModelRoute {
+  const name = requested ?? ctx.config.default_model
+  const route = ctx.models.get(name)
+  if (route !== undefined) return route
+  const shown = name.length > 100 ? `${name.slice(0, 100)}…` : name
+  const known = [...ctx.models.keys()].join(', ')
+  throw new GatewayError('model_not_found', `Model "${shown}" is not served here. Known models: ${known}.`, { param: 'model' })
+}
+
+function resolveRequestId(ctx: GatewayContext, request: FastifyRequest, body: ChatCompletionBody): string {
+  const header = request.headers['x-request-id']
+  const choice = chooseRequestId(typeof header === 'string' ? header : header?.join(','), body.request_id, ctx.newId)
+  if (choice.ok) return choice.id
+  const rule = 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : -'
+  if (choice.source === 'header') throw new GatewayError('invalid_request_id', `The X-Request-Id header ${rule}.`)
+  throw new GatewayError('invalid_request_id', `request_id ${rule}.`, { param: 'request_id' })
+}

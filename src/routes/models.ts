@@ -1,0 +1,17 @@
+/** `GET /v1/models`: the configured public model names, OpenAI list shape. */
+import type { FastifyInstance } from 'fastify'
+import type { GatewayContext } from '../context.js'
+import { requireAuth } from '../auth/require-auth.js'
+
+export function registerModelRoutes(app: FastifyInstance, ctx: GatewayContext, startedAt: number): void {
+  const created = Math.floor(startedAt / 1000)
+  const list = {
+    object: 'list',
+    data: [...ctx.models.keys()].map((id) => ({ id, object: 'model', created, owned_by: 'sluice' })),
+  }
+  app.get('/v1/models', {
+    config: { family: 'models' },
+    onRequest: requireAuth(ctx.authenticators, { scheme: 'bearer', scope: 'chat' }),
+    handler: async () => list,
+  })
+}

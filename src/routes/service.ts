@@ -1,0 +1,18 @@
+/** Unauthenticated operator endpoints: liveness, readiness, metrics. */
+import type { FastifyInstance } from 'fastify'
+import type { GatewayContext } from '../context.js'
+
+export function registerServiceRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+  app.get('/healthz', { config: { family: 'service' } }, async () => ({ status: 'ok' }))
+
+  app.get('/readyz', { config: { family: 'service' } }, async (_request, reply) => {
+    const modelsWithoutBackend = [...ctx.models.values()].filter((m) => !m.backends.some((b) => b.healthy)).map((m) => m.name)
+    const ready = modelsWithoutBackend.length === 0
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', models_without_healthy_backend: modelsWithoutBackend })
+  })
+
+  app.get('/metrics', { config: { family: 'service' } }, async (_request, reply) => {
+    const text = await ctx.metrics.registry.metrics()
+    return reply.type(ctx.metrics.registry.contentType).send(text)
+  })
+}

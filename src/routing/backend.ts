@@ -1,0 +1,41 @@
+/** One configured model server: its settings, its connection pool, its state. */
+import { Pool } from 'undici'
+import type { BackendSettings, ModelSettings } from '../config/resolve.js'
+
+export class Backend {
+  readonly model: string
+  readonly name: string
+  readonly url: string
+  readonly weight: number
+  readonly apiKey: string | undefined
+  readonly pool: Pool
+  healthy = true
+  inFlight = 0
+
+  constructor(settings: BackendSettings, model: ModelSettings) {
+    this.model = model.name
+    this.name = settings.name
+    this.url = settings.url
+    this.weight = settings.weight
+    this.apiKey = settings.api_key === '' ? undefined : settings.api_key
+    this.pool = new Pool(new URL(settings.url).origin, {
+      // One socket per admitted request (HTTP/1.1 has no multiplexing), plus
+      // spares so health and metrics probes never wait behind a long stream.
+      connections: model.max_concurrency_per_backend + 2,
+      connect: { timeout: model.timeouts.connect_ms },
+      headersTimeout: model.timeouts.first_byte_ms,
+      bodyTimeout: model.timeouts.first_byte_ms,
+      keepAliveTimeout: 30_000,
+    })
+  }
+
+  /** The backend URL's own path prefix, if it was configured with one (`http://h/prefix`). */
+  pathFor(path: string): string {
+    const prefix = new URL(this.url).pathname.replace(/\/+$/, '')
+    return `${prefix}${path}`
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close()
+  }
+}

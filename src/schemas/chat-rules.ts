@@ -1,0 +1,65 @@
+/**
+ * Rules of the chat request that span several fields or depend on the
+ * configured model: the interface's own (priority, continue_final_message)
+ * and vLLM's cross-field checks (DESIGN.md "Errors"). Pure: returns the first
+ * broken rule, or null.
+ */
+import type { ChatCompletionBody } from './chat.js'
+
+export interface RuleViolation {
+  readonly param: string
+  readonly message: string
+}
+
+export interface ModelFacts {
+  readonly name: string
+  readonly priority_scheduling: boolean
+}
+
+type Rule = (body: ChatCompletionBody, model: ModelFacts) => RuleViolation | null
+
+const rules: readonly Rule[] = [
+  function messageContent(body) {
+    const index = body.messages.findIndex((m) => m.content === undefined || m.content === null)
+    if (index < 0) return null
+    const message = body.messages[index] as Record<string, unknown>
+    const toolCalls = message.tool_calls
+    if (message.role === 'assistant' && Array.isArray(toolCalls) && toolCalls.length > 0) return null
+    return { param: `messages.${index}.content`, message: 'is required (it may be omitted only on an assistant message with tool_calls)' }
+  },
+  function priorityNeedsScheduling(body, model) {
+    if (body.priority === undefined || body.priority === 0 || model.priority_scheduling) return null
+    return { param: 'priority', message: `must be 0: model "${model.name}" does not use priority scheduling` }
+  },
+  function continueFinalMessage(body) {
+    if (body.continue_final_message !== true || body.add_generation_prompt === false) return null
+    return {
+      param: 'continue_final_message',
+      message: 'cannot be true while add_generation_prompt is true (its default); set add_generation_prompt to false',
+    }
+  },
+  function streamOptionsNeedStream(body) {
+    if (body.stream_options === undefined || body.stream_options === null || body.stream === true) return null
+    return { param: 'stream_options', message: 'is only allowed when stream is true' }
+  },
+  function topLogprobsNeedLogprobs(body) {
+    if (body.top_logprobs === undefined || body.top_logprobs === null || body.top_logprobs <= 0 || body.logprobs === true) return null
+    return { param: 'top_logprobs', message: 'greater than 0 needs logprobs set to true' }
+  },
+  function promptLogprobsNotStreamed(body) {
+    if (body.prompt_logprobs === undefined || body.prompt_logprobs === null || body.stream !== true) return null
+    return { param: 'prompt_logprobs', message: 'is not available when stream is true' }
+  },
+  function cacheSaltNotEmpty(body) {
+    if (body.cache_salt !== '') return null
+    return { param: 'cache_salt', message: 'must be a non-empty string when given' }
+  },
+]
+
+export function findRuleViolation(body: ChatCompletionBody, model: ModelFacts): RuleViolation | null {
+  for (const rule of rules) {
+    const violation = rule(body, model)
+    if (violation) return violation
+  }
+  return null
+}

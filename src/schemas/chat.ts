@@ -1,0 +1,151 @@
+/**
+ * The chat completion request of interface.md, field by field. Unknown
+ * members are allowed everywhere (vLLM accepts extensions and evolves faster
+ * than we do); what is listed is checked for type, nullability, enum and
+ * range. Cross-field rules live in chat-rules.ts.
+ */
+import { Type, type Static } from 'typebox'
+import { nullable, stringEnum } from './json-schema.js'
+
+const INT64_BOUND = 9223372036854776000
+
+const Int = Type.Integer()
+const Num = Type.Number()
+const Bool = Type.Boolean()
+const Str = Type.String()
+const Obj = Type.Object({})
+const IntArray = Type.Array(Type.Integer())
+
+/**
+ * A message. The interface gives every variant `role` and `content` (string);
+ * we also accept the OpenAI content-part array (vLLM does), and a missing or
+ * null `content` on an assistant message that carries `tool_calls`.
+ */
+export const ChatMessage = Type.Object({
+  role: Type.String({ minLength: 1 }),
+  content: Type.Optional(
+    Type.Unsafe<string | object[] | null>({
+      type: ['string', 'array', 'null'],
+      items: { type: 'object', required: ['type'], properties: { type: { type: 'string' } } },
+    }),
+  ),
+  name: Type.Optional(Str),
+})
+
+const FunctionDefinition = Type.Object({
+  name: Type.String({ minLength: 1 }),
+  description: Type.Optional(Str),
+  parameters: Type.Optional(Obj),
+})
+
+export const ChatTool = Type.Object({
+  type: stringEnum(['function'] as const),
+  function: FunctionDefinition,
+})
+
+export const ChatCompletionRequest = Type.Object({
+  messages: Type.Array(ChatMessage, { minItems: 1 }),
+  model: Type.Optional(nullable(Str)),
+  frequency_penalty: Type.Optional(nullable(Num)),
+  logit_bias: Type.Optional(Obj),
+  logprobs: Type.Optional(nullable(Bool)),
+  top_logprobs: Type.Optional(nullable(Int)),
+  max_tokens: Type.Optional(nullable(Int)),
+  max_completion_tokens: Type.Optional(nullable(Int)),
+  n: Type.Optional(nullable(Type.Integer({ minimum: 1 }))),
+  presence_penalty: Type.Optional(nullable(Num)),
+  response_format: Type.Optional(
+    Type.Object({
+      json_schema: Type.Optional(
+        Type.Object({
+          name: Type.Optional(Str),
+          description: Type.Optional(Str),
+          schema: Type.Optional(Obj),
+          strict: Type.Optional(Bool),
+        }),
+      ),
+    }),
+  ),
+  seed: Type.Optional(nullable(Type.Integer({ minimum: -INT64_BOUND, maximum: INT64_BOUND }))),
+  // "list" in the interface; a single string is what OpenAI clients also send.
+  stop: Type.Optional(Type.Unsafe<string | unknown[] | null>({ type: ['array', 'string', 'null'] })),
+  stream: Type.Optional(nullable(Bool)),
+  stream_options: Type.Optional(
+    nullable(
+      Type.Object({
+        include_usage: Type.Optional(nullable(Bool)),
+        continuous_usage_stats: Type.Optional(nullable(Bool)),
+      }),
+    ),
+  ),
+  temperature: Type.Optional(nullable(Num)),
+  top_p: Type.Optional(nullable(Num)),
+  tools: Type.Optional(nullable(Type.Array(ChatTool))),
+  tool_choice: Type.Optional(stringEnum(['none'] as const)),
+  reasoning_effort: Type.Optional(nullable(stringEnum(['low', 'medium', 'high'] as const))),
+  include_reasoning: Type.Optional(Bool),
+  parallel_tool_calls: Type.Optional(nullable(Bool)),
+  user: Type.Optional(nullable(Str)),
+  top_k: Type.Optional(nullable(Int)),
+  min_p: Type.Optional(nullable(Num)),
+  repetition_penalty: Type.Optional(nullable(Num)),
+  length_penalty: Type.Optional(Num),
+  stop_token_ids: Type.Optional(nullable(IntArray)),
+  include_stop_str_in_output: Type.Optional(Bool),
+  ignore_eos: Type.Optional(Bool),
+  min_tokens: Type.Optional(Int),
+  skip_special_tokens: Type.Optional(Bool),
+  spaces_between_special_tokens: Type.Optional(Bool),
+  truncate_prompt_tokens: Type.Optional(nullable(Type.Integer({ minimum: -1, maximum: INT64_BOUND }))),
+  prompt_logprobs: Type.Optional(nullable(Int)),
+  allowed_token_ids: Type.Optional(nullable(IntArray)),
+  bad_words: Type.Optional(Type.Array(Str)),
+  echo: Type.Optional(Bool),
+  add_generation_prompt: Type.Optional(Bool),
+  continue_final_message: Type.Optional(Bool),
+  add_special_tokens: Type.Optional(Bool),
+  documents: Type.Optional(nullable(Type.Array(Obj))),
+  chat_template: Type.Optional(nullable(Str)),
+  chat_template_kwargs: Type.Optional(Obj),
+  mm_processor_kwargs: Type.Optional(Obj),
+  structured_outputs: Type.Optional(
+    Type.Object({
+      json: Type.Optional(Str),
+      regex: Type.Optional(Str),
+      choice: Type.Optional(Type.Array(Str)),
+      grammar: Type.Optional(Str),
+      json_object: Type.Optional(Bool),
+      disable_fallback: Type.Optional(Bool),
+      disable_any_whitespace: Type.Optional(Bool),
+      disable_additional_properties: Type.Optional(Bool),
+      whitespace_pattern: Type.Optional(Str),
+      structural_tag: Type.Optional(Str),
+      _backend: Type.Optional(Str),
+      _backend_was_auto: Type.Optional(Bool),
+    }),
+  ),
+  priority: Type.Optional(Int),
+  request_id: Type.Optional(Str),
+  return_tokens_as_token_ids: Type.Optional(nullable(Bool)),
+  return_token_ids: Type.Optional(nullable(Bool)),
+  cache_salt: Type.Optional(nullable(Str)),
+  kv_transfer_params: Type.Optional(Obj),
+  engine_xargs: Type.Optional(
+    Type.Record(
+      Type.String(),
+      Type.Unsafe<string | number | unknown[]>({
+        type: ['string', 'number', 'array'],
+        items: { type: ['string', 'number'] },
+      }),
+    ),
+  ),
+  repetition_detection: Type.Optional(
+    Type.Object({
+      max_pattern_size: Type.Optional(Int),
+      min_pattern_size: Type.Optional(Int),
+      min_count: Type.Optional(Int),
+    }),
+  ),
+})
+
+export type ChatCompletionBody = Static<typeof ChatCompletionRequest> & Record<string, unknown>

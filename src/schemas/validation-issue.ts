@@ -1,0 +1,89 @@
+/**
+ * Turns Ajv's errors into `{ path, message }` issues with dotted paths
+ * (`tools.0.type`), the form used by config errors and by the `param` member
+ * of error bodies.
+ */
+import type { ErrorObject } from 'ajv'
+
+export interface ValidationIssue {
+  /** Dotted path of the offending member; '' for the document itself. */
+  readonly path: string
+  readonly message: string
+}
+
+export function pointerToPath(pointer: string): string {
+  if (pointer === '') return ''
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .join('.')
+}
+
+function join(path: string, member: string): string {
+  return path === '' ? member : `${path}.${member}`
+}
+
+function describe(error: ErrorObject): { path: string; message: string } {
+  const path = pointerToPath(error.instancePath)
+  const params = error.params as Record<string, unknown>
+  switch (error.keyword) {
+    case 'required':
+      return { path: join(path, String(params.missingProperty)), message: 'is required' }
+    case 'additionalProperties':
+      return { path: join(path, String(params.additionalProperty)), message: 'is not a known key' }
+    case 'type': {
+      const types = Array.isArray(params.type) ? params.type : String(params.type).split(',')
+      return { path, message: `must be ${types.map(article).join(' or ')}` }
+    }
+    case 'enum':
+      return { path, message: `must be one of: ${(params.allowedValues as unknown[]).map(show).join(', ')}` }
+    case 'const':
+      return { path, message: `must be ${show(params.allowedValue)}` }
+    case 'pattern':
+      return { path, message: `must be ${String(error.parentSchema?.description ?? `a string matching ${String(params.pattern)}`)}` }
+    case 'format':
+      return { path, message: `must be a valid ${String(params.format)}` }
+    case 'anyOf':
+      return { path, message: String(error.parentSchema?.description ?? 'does not match any allowed form') }
+    default:
+      return { path, message: error.message ?? 'is invalid' }
+  }
+}
+
+function article(type: string): string {
+  if (type === 'null') return 'null'
+  if (type === 'integer') return 'an integer'
+  if (type === 'object' || type === 'array') return `an ${type}`
+  return `a ${type}`
+}
+
+function show(value: unknown): string {
+  return value === null ? 'null' : typeof value === 'string' ? value : JSON.stringify(value)
+}
+
+/**
+ * One issue per problem. Errors raised inside a failed `anyOf` branch are
+ * dropped in favour of the `anyOf` error itself: "matches none of the forms"
+ * beats a list of why each form did not match.
+ */
+export function toIssues(errors: readonly ErrorObject[] | null | undefined): ValidationIssue[] {
+  if (!errors) return []
+  const anyOfPaths = errors.filter((e) => e.keyword === 'anyOf').map((e) => `${e.schemaPath}/`)
+  const kept = errors.filter((e) => !anyOfPaths.some((p) => e.schemaPath.startsWith(p)))
+  const seen = new Set<string>()
+  const issues: ValidationIssue[] = []
+  for (const error of kept) {
+    const issue = describe(error)
+    const key = `${issue.path}\u0000${issue.message}`
+    if (!seen.has(key)) {
+      seen.add(key)
+      issues.push(issue)
+    }
+  }
+  return issues
+}
+
+export function formatIssue(issue: ValidationIssue): string {
+  return `${issue.path === '' ? '(root)' : issue.path}: ${issue.message}`
+}

@@ -1,0 +1,47 @@
+/**
+ * A running gateway: context, app and listener, with graceful shutdown
+ * (DESIGN.md start-up): stop accepting, let in-flight requests and streams
+ * finish within the grace period, then close the rest.
+ */
+import type { Logger } from 'pino'
+import type { GatewayConfig } from './config/resolve.js'
+import { buildApp } from './app.js'
+import { buildContext, type ContextOverrides, type GatewayContext } from './context.js'
+
+export interface RunningGateway {
+  readonly url: string
+  readonly context: GatewayContext
+  /** Drains and stops; resolves when everything is closed. */
+  shutdown(): Promise<void>
+}
+
+export async function startGateway(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): Promise<RunningGateway> {
+  const context = buildContext(config, logger, overrides)
+  const { app, startDraining } = await buildApp(context)
+  await app.listen({ host: config.server.host, port: config.server.port })
+  const address = app.server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : config.server.port
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host
+  let closing: Promise<void> | null = null
+
+  async function shutdown(): Promise<void> {
+    startDraining()
+    const grace = setTimeout(() => {
+      logger.warn({ grace_ms: config.server.shutdown_grace_ms }, 'grace period over: closing remaining connections')
+      app.server.closeAllConnections()
+    }, config.server.shutdown_grace_ms)
+    grace.unref()
+    try {
+      await app.close()
+    } finally {
+      clearTimeout(grace)
+      await context.close()
+    }
+  }
+
+  return {
+    url: `http://${host}:${port}`,
+    context,
+    shutdown: () => (closing ??= shutdown()),
+  }
+}

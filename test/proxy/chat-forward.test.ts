@@ -1,0 +1,209 @@
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import OpenAI from 'openai'
+import { afterEach, describe, expect, it } from 'vitest'
+import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+
+const key = makeKey('team-a', ['chat'])
+const cleanups: (() => Promise<unknown>)[] = []
+
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+async function standIn(options: Parameters<typeof startVllmStandIn>[0] = {}): Promise<VllmStandIn> {
+  const server = await startVllmStandIn(options)
+  cleanups.push(() => server.close())
+  return server
+}
+
+async function gateway(model: Record<string, unknown>): Promise<TestGateway> {
+  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', served_name: 'stand-in-model', ...model }] })
+  cleanups.push(() => gw.shutdown())
+  return gw
+}
+
+function client(gw: TestGateway): OpenAI {
+  return new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key.token, maxRetries: 0 })
+}
+
+const messages = [{ role: 'user' as const, content: 'Hello there' }]
+
+describe('chat through the gateway with the openai client', () => {
+  it('returns a non-streaming completion unchanged', async () => {
+    const backend = await standIn({ tokens: 5 })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+
+    const completion = await client(gw).chat.completions.create({ model: 'm', messages })
+
+    expect(completion.choices[0]?.message.content).toBe('tok0 tok1 tok2 tok3 tok4 ')
+    expect(completion.usage?.completion_tokens).toBe(5)
+    expect(completion.model).toBe('stand-in-model')
+    expect(backend.received).toHaveLength(1)
+    expect((backend.received[0]?.body as { model: string }).model).toBe('stand-in-model')
+  })
+
+  it('streams every chunk and the content reassembles exactly', async () => {
+    const backend = await standIn({ tokens: 7 })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+
+    const stream = await client(gw).chat.completions.create({ model: 'm', messages, stream: true, stream_options: { include_usage: true } })
+    let content = ''
+    let chunks = 0
+    let usage: OpenAI.CompletionUsage | null | undefined
+    for await (const chunk of stream) {
+      chunks++
+      content += chunk.choices[0]?.delta.content ?? ''
+      if (chunk.usage) usage = chunk.usage
+    }
+
+    expect(content).toBe('tok0 tok1 tok2 tok3 tok4 tok5 tok6 ')
+    // role chunk + 7 content chunks + finish chunk + usage chunk
+    expect(chunks).toBe(10)
+    expect(usage?.completion_tokens).toBe(7)
+  })
+
+  it('passes the raw event stream through byte for byte, [DONE] included', async () => {
+    const backend = await standIn({ tokens: 3 })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+    const body = JSON.stringify({ model: 'm', messages, stream: true })
+
+    const direct = await fetch(`${backend.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'same-id' }, body: body.replace('"m"', '"stand-in-model"') })
+    const viaGateway = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'x-request-id': 'same-id' },
+      body,
+    })
+
+    expect(viaGateway.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    expect(viaGateway.headers.get('x-request-id')).toBe('same-id')
+    const [a, b] = [await direct.text(), await viaGateway.text()]
+    const normalize = (text: string) => text.replace(/"created":\d+/g, '"created":0')
+    expect(normalize(b)).toBe(normalize(a))
+    expect(b.trimEnd().endsWith('data: [DONE]')).toBe(true)
+  })
+
+  it('does not buffer: the first chunk reaches the client before the backend produced the last', async () => {
+    const tokens = 10
+    const backend = await standIn({ tokens, interTokenDelayMs: 40 })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+    let produced = 0
+    backend.events.on('chunk', () => produced++)
+
+    const stream = await client(gw).chat.completions.create({ model: 'm', messages, stream: true })
+    let producedWhenFirstContentArrived = -1
+    for await (const chunk of stream) {
+      if (producedWhenFirstContentArrived < 0 && chunk.choices[0]?.delta.content) producedWhenFirstContentArrived = produced
+    }
+
+    expect(producedWhenFirstContentArrived).toBeGreaterThanOrEqual(1)
+    expect(producedWhenFirstContentArrived).toBeLessThan(tokens)
+    expect(produced).toBe(tokens)
+  })
+
+  it('aborts the upstream request when the client goes away mid-stream', async () => {
+    const backend = await standIn({ tokens: 1000, interTokenDelayMs: 5 })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+    const closed = once(backend.events, 'client-closed')
+    const controller = new AbortController()
+
+    const stream = await client(gw).chat.completions.create({ model: 'm', messages, stream: true }, { signal: controller.signal })
+    let received = 0
+    try {
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta.content) received++
+        if (received === 1) controller.abort()
+      }
+    } catch {
+      // The openai client may end the iteration or throw on abort; either is fine here.
+    }
+
+    await closed
+    expect(received).toBe(1)
+    expect(backend.inFlight()).toBe(0)
+  })
+
+  it('sends the backend api_key upstream, never the client token', async () => {
+    const backend = await standIn({ apiKey: 'backend-secret' })
+    const gw = await gateway({ backends: [{ url: backend.url, api_key: 'backend-secret' }] })
+
+    await client(gw).chat.completions.create({ model: 'm', messages })
+
+    expect(backend.received[0]?.headers.authorization).toBe('Bearer backend-secret')
+    expect(JSON.stringify(backend.received)).not.toContain(key.token)
+  })
+})
+
+describe('backend failures', () => {
+  async function post(gw: TestGateway, body: Record<string, unknown>) {
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages, ...body }),
+    })
+    return { status: response.status, text: await response.text() }
+  }
+
+  it('answers 502 in the error shape when the backend refuses connections', async () => {
+    const dead = createServer()
+    await new Promise<void>((resolve) => dead.listen(0, '127.0.0.1', resolve))
+    const url = `http://127.0.0.1:${(dead.address() as AddressInfo).port}`
+    await new Promise<void>((resolve) => dead.close(() => resolve()))
+    const gw = await gateway({ backends: [{ url }] })
+
+    const { status, text } = await post(gw, {})
+
+    expect(status).toBe(502)
+    expect(JSON.parse(text)).toEqual({ error: { message: expect.any(String), type: 'upstream_error', param: null, code: 'upstream_unreachable' } })
+  })
+
+  it('answers 504 when the backend does not answer within first_byte_ms', async () => {
+    const backend = await standIn({ fail: 'hang' })
+    const gw = await gateway({ timeouts: { first_byte_ms: 200 }, backends: [{ url: backend.url }] })
+
+    const { status, text } = await post(gw, {})
+
+    expect(status).toBe(504)
+    expect(JSON.parse(text).error).toMatchObject({ type: 'upstream_timeout', code: 'upstream_timeout' })
+  })
+
+  it('retries another backend when the first hangs up before answering', async () => {
+    const broken = await standIn({ fail: 'close_before_headers' })
+    const healthy = await standIn()
+    const gw = await gateway({ retries: 1, backends: [{ url: broken.url, name: 'broken' }, { url: healthy.url, name: 'healthy' }] })
+
+    // Round robin starts with one and then the other: both orders must succeed.
+    const results = [await post(gw, {}), await post(gw, {})]
+
+    expect(results.map((r) => r.status)).toEqual([200, 200])
+    expect(healthy.received).toHaveLength(2)
+    expect(broken.received.length).toBeGreaterThanOrEqual(1)
+  })
+
+  it('passes a backend error status and body through unchanged', async () => {
+    const backend = await standIn({ fail: 'status500' })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+
+    const { status, text } = await post(gw, {})
+
+    expect(status).toBe(500)
+    expect(JSON.parse(text)).toEqual({ error: { message: 'stand-in failure', type: 'InternalServerError', param: null, code: 500 } })
+  })
+
+  it('ends a stream that dies midway with an error event and [DONE]', async () => {
+    const backend = await standIn({ tokens: 10, fail: 'close_mid_stream' })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+
+    const { status, text } = await post(gw, { stream: true })
+
+    expect(status).toBe(200)
+    const events = text.split('\n\n').filter((e) => e.startsWith('data: '))
+    expect(events.at(-1)).toBe('data: [DONE]')
+    const errorEvent = JSON.parse(events.at(-2)!.slice('data: '.length))
+    expect(errorEvent.error).toMatchObject({ type: 'upstream_error', param: null })
+    expect(events.some((e) => e.includes('tok0'))).toBe(true)
+  })
+})
+

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import OpenAI from 'openai'
+import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+
+const key = makeKey('ops', ['chat'])
+let backend: VllmStandIn
+let gw: TestGateway
+
+beforeAll(async () => {
+  backend = await startVllmStandIn({ tokens: 3 })
+  gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url, name: 'gpu-a' }] }] })
+})
+
+afterAll(async () => {
+  await gw.shutdown()
+  await backend.close()
+})
+
+async function metricsText(): Promise<string> {
+  const response = await fetch(`${gw.url}/metrics`)
+  expect(response.headers.get('content-type')).toMatch(/^text\/plain/)
+  return response.text()
+}
+
+describe('operator endpoints', () => {
+  it('GET /healthz answers without credentials', async () => {
+    const response = await fetch(`${gw.url}/healthz`)
+    expect(response.status).toBe(200)
+  })
+
+  it('GET /readyz is 200 while every model has a healthy backend', async () => {
+    const response = await fetch(`${gw.url}/readyz`)
+    expect(response.status).toBe(200)
+  })
+
+  it('unknown paths get 404 in the error shape', async () => {
+    const response = await fetch(`${gw.url}/v1/nothing-here`)
+    expect(response.status).toBe(404)
+    expect(await response.json()).toEqual({ error: { message: expect.any(String), type: 'not_found_error', param: null, code: 'not_found' } })
+  })
+
+  it('/metrics counts requests by route, configured model and status, with no raw input in labels', async () => {
+    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key.token, maxRetries: 0 })
+    await openai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] })
+    await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'bogus-model-name', messages: [{ role: 'user', content: 'x' }] }),
+    })
+    await fetch(`${gw.url}/some/bogus/path-xyz`)
+
+    const text = await metricsText()
+    expect(text).toMatch(/sluice_requests_total\{route="chat",model="m",status="200"\} 1/)
+    expect(text).toMatch(/sluice_requests_total\{route="chat",model="",status="400"\} 1/)
+    expect(text).toMatch(/sluice_request_duration_seconds_bucket\{le="[^"]+",route="chat",model="m"\}/)
+    expect(text).toMatch(/sluice_inflight_requests\{model="m",backend="gpu-a"\} 0/)
+    expect(text).toMatch(/process_cpu_seconds_total/)
+    expect(text).not.toContain('bogus-model-name')
+    expect(text).not.toContain('path-xyz')
+    expect(text).not.toContain(key.token)
+  })
+})
