@@ -13,6 +13,8 @@ import { isValidRequestId } from './schemas/request-id.js'
 import { registerChatRoutes } from './routes/chat.js'
 import { registerModelRoutes } from './routes/models.js'
 import { registerServiceRoutes } from './routes/service.js'
+import { registerPlatformRoutes } from './routes/platform.js'
+import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 
 export interface GatewayApp {
   readonly app: FastifyInstance
@@ -27,7 +29,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     // access-log.ts writes the one line per request.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: ctx.config.server.body_limit_bytes,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1024 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     requestIdHeader: false,
     genReqId: (raw) => {
       const header = raw.headers['x-request-id']
@@ -51,12 +53,14 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.facts.requestId)
     return payload
   })
+  registerJsonBodyParser(app)
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(request)))
 
   registerServiceRoutes(app, ctx)
   registerModelRoutes(app, ctx, ctx.clock.now())
   registerChatRoutes(app, ctx)
+  registerPlatformRoutes(app, ctx)
   await app.ready()
   return {
     app,

@@ -10,6 +10,9 @@ import { BearerKeyring } from './auth/bearer.js'
 import type { Authenticators } from './auth/authenticate.js'
 import { createMetrics, type Metrics } from './metrics/registry.js'
 import { buildModelRoutes, type ModelRoute } from './routing/model-route.js'
+import { BasicUserStore } from './auth/basic.js'
+import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
+import { Upstream } from './routing/upstream.js'
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -23,6 +26,8 @@ export interface GatewayContext {
   readonly newId: () => string
   readonly metrics: Metrics
   readonly models: ReadonlyMap<string, ModelRoute>
+  /** Configured platform upstreams; absent ones are not served. */
+  readonly upstreams: ReadonlyMap<UpstreamName, Upstream>
   readonly authenticators: Authenticators
   /** Releases what the context holds (connection pools). */
   close(): Promise<void>
@@ -35,7 +40,9 @@ export interface ContextOverrides {
 
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
   const models = buildModelRoutes(config.models)
+  const upstreams = buildUpstreams(config)
   const metrics = createMetrics()
+  const users = new BasicUserStore(config.auth.users)
   for (const route of models.values()) {
     for (const backend of route.backends) metrics.backendUp.set({ model: route.name, backend: backend.name }, backend.healthy ? 1 : 0)
   }
@@ -46,9 +53,19 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     newId: overrides.newId ?? (() => randomUUID()),
     metrics,
     models,
-    authenticators: { bearer: new BearerKeyring(config.auth.keys), basic: null },
+    upstreams,
+    authenticators: { bearer: new BearerKeyring(config.auth.keys), basic: (username, password) => users.verify(username, password) },
     async close() {
-      await Promise.all([...models.values()].map((m) => m.close()))
+      await Promise.all([...[...models.values()].map((m) => m.close()), ...[...upstreams.values()].map((u) => u.close())])
     },
   }
+}
+
+function buildUpstreams(config: GatewayConfig): Map<UpstreamName, Upstream> {
+  const upstreams = new Map<UpstreamName, Upstream>()
+  for (const name of UPSTREAM_NAMES) {
+    const settings = config.upstreams[name]
+    if (settings !== undefined) upstreams.set(name, new Upstream(name, settings))
+  }
+  return upstreams
 }

@@ -5,6 +5,7 @@
  */
 import { parseArguments } from './cli/arguments.js'
 import { runCheck } from './cli/check.js'
+import { runHashSecret } from './cli/hash-secret.js'
 import { ConfigError, loadConfigFile } from './config/load.js'
 import { createLogger } from './logger.js'
 import { startGateway } from './server.js'
@@ -13,6 +14,7 @@ const DEFAULT_CONFIG = 'config/gateway.yaml'
 
 async function main(): Promise<number> {
   const args = parseArguments(process.argv.slice(2), process.env)
+  if (args.command === 'hash-password' || args.command === 'hash-token') return runHashSecret(args.command, process.stdin)
   const configFile = args.configFile ?? DEFAULT_CONFIG
   if (args.command === 'check') return runCheck(configFile, process.env)
 

@@ -1,13 +1,13 @@
-/** Command-line parsing for `node dist/main.js [command] [--config FILE]`. */
+/** Command-line parsing for `node dist/main.js [serve|check|hash-password|hash-token] [--config FILE]`. */
 
-export type Command = 'serve' | 'check'
+export type Command = 'serve' | 'check' | 'hash-password' | 'hash-token'
 
 export interface CliArguments {
   readonly command: Command
   readonly configFile: string | undefined
 }
 
-const COMMANDS: readonly Command[] = ['serve', 'check']
+const COMMANDS: readonly Command[] = ['serve', 'check', 'hash-password', 'hash-token']
 
 export function parseArguments(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): CliArguments {
   let command: Command = 'serve'
@@ -22,7 +22,7 @@ export function parseArguments(argv: readonly string[], env: Readonly<Record<str
     } else if ((COMMANDS as readonly string[]).includes(arg)) {
       command = arg as Command
     } else {
-      throw new Error(`unknown argument "${arg}" (usage: sluice [serve|check] --config FILE)`)
+      throw new Error(`unknown argument "${arg}" (usage: sluice [serve|check] --config FILE, or sluice hash-password|hash-token < secret)`)
     }
   }
   return { command, configFile }

@@ -5,6 +5,7 @@
  */
 import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
+import { parseScryptHash } from '../auth/scrypt-hash.js'
 
 export type BackendSettings = RawBackendConfig & { readonly name: string }
 export type ModelSettings = Omit<RawModelConfig, 'backends' | 'served_name'> & {
@@ -29,6 +30,10 @@ export function resolveConfig(raw: RawGatewayConfig): { ok: true; config: Gatewa
   reportDuplicates(raw.auth.keys.map((k) => k.id), 'auth.keys', 'id', issues)
   reportDuplicates(raw.auth.keys.map((k) => k.token_sha256.toLowerCase()), 'auth.keys', 'token_sha256', issues)
   reportDuplicates(raw.auth.users.map((u) => u.username), 'auth.users', 'username', issues)
+  raw.auth.users.forEach((user, i) => {
+    const parsed = parseScryptHash(user.password_scrypt)
+    if (typeof parsed === 'string') issues.push({ path: `auth.users.${i}.password_scrypt`, message: parsed })
+  })
 
   const defaultModel = raw.default_model ?? models[0]?.name ?? ''
   if (!models.some((m) => m.name === defaultModel)) {

@@ -12,6 +12,17 @@ import { toIssues } from './validation-issue.js'
 
 const ajv = new Ajv({ allErrors: false, strict: false, coerceTypes: false, useDefaults: false, verbose: true })
 addFormats.default(ajv, ['uuid', 'date-time'])
+/**
+ * ISO 8601 date-time as Python's `datetime.isoformat()` writes it: the
+ * timezone is optional (RFC 3339's `date-time` requires one), and the value
+ * must be a real instant.
+ */
+ajv.addFormat('iso-date-time', {
+  type: 'string',
+  validate: (text: string) =>
+    /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|z|[+-]\d{2}(:?\d{2})?)?$/.test(text) &&
+    !Number.isNaN(Date.parse(text.replace(' ', 'T').replace(/(\.\d{3})\d+/, '$1'))),
+})
 
 export type BodyCheck<T> = (body: unknown) => T
 

@@ -43,12 +43,17 @@ function describe(error: ErrorObject): { path: string; message: string } {
     case 'pattern':
       return { path, message: `must be ${String(error.parentSchema?.description ?? `a string matching ${String(params.pattern)}`)}` }
     case 'format':
-      return { path, message: `must be a valid ${String(params.format)}` }
+      return { path, message: `must be a valid ${FORMAT_NAMES[String(params.format)] ?? String(params.format)}` }
     case 'anyOf':
       return { path, message: String(error.parentSchema?.description ?? 'does not match any allowed form') }
     default:
       return { path, message: error.message ?? 'is invalid' }
   }
+}
+
+const FORMAT_NAMES: Readonly<Record<string, string>> = {
+  'iso-date-time': 'ISO 8601 date-time (e.g. 2025-01-31T12:00:00Z)',
+  'date-time': 'RFC 3339 date-time',
 }
 
 function article(type: string): string {

@@ -1,0 +1,42 @@
+/**
+ * Basic credential checks against `auth.users`. Every failed check costs one
+ * scrypt derivation, whether or not the user exists (an unknown user is
+ * checked against a decoy hash with the same parameters), so response time
+ * does not reveal which usernames exist.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import type { User } from '../config/schema.js'
+import { DEFAULT_SCRYPT, deriveScrypt, parseScryptHash, type ScryptHash } from './scrypt-hash.js'
+import type { Principal } from './principal.js'
+
+interface StoredUser {
+  readonly user: User
+  readonly hash: ScryptHash
+}
+
+export class BasicUserStore {
+  readonly #users: ReadonlyMap<string, StoredUser>
+  readonly #decoy: ScryptHash
+
+  constructor(users: readonly User[]) {
+    const stored = new Map<string, StoredUser>()
+    for (const user of users) {
+      const hash = parseScryptHash(user.password_scrypt)
+      if (typeof hash === 'string') throw new Error(`auth.users "${user.username}": password_scrypt ${hash}`)
+      stored.set(user.username, { user, hash })
+    }
+    this.#users = stored
+    // The decoy costs what a real user costs: same parameters as the first user.
+    const model = stored.values().next().value?.hash ?? { ...DEFAULT_SCRYPT, salt: Buffer.alloc(0), hash: Buffer.alloc(DEFAULT_SCRYPT.keyLength) }
+    this.#decoy = { N: model.N, r: model.r, p: model.p, salt: randomBytes(16), hash: randomBytes(model.hash.length) }
+  }
+
+  async verify(username: string, password: string): Promise<Principal | null> {
+    const stored = this.#users.get(username)
+    const hash = stored?.hash ?? this.#decoy
+    const derived = await deriveScrypt(password, hash.salt, hash, hash.hash.length)
+    const matches = timingSafeEqual(derived, hash.hash)
+    if (!matches || stored === undefined) return null
+    return { kind: 'user', id: stored.user.username, scopes: stored.user.scopes }
+  }
+}

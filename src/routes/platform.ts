@@ -1,0 +1,83 @@
+/**
+ * The three platform operations, built from one table: each row says how the
+ * route is protected, which upstream it goes to and how its request is
+ * checked and turned into the upstream call. One forwarding path serves all.
+ * A route whose upstream is not configured is not registered (404).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { GatewayContext } from '../context.js'
+import type { UpstreamName } from '../config/schema.js'
+import type { AuthRequirement } from '../auth/principal.js'
+import { requireAuth } from '../auth/require-auth.js'
+import { compileBodyCheck } from '../schemas/body-validator.js'
+import { ObjectReadRequest } from '../schemas/objects.js'
+import { TrainingJobRequest } from '../schemas/training.js'
+import { checkpointUpstreamPath, parseCheckpointQuery } from '../schemas/checkpoints.js'
+import type { RouteFamily } from '../request-facts.js'
+import { forwardToUpstream, type UpstreamCall } from '../proxy/upstream-forward.js'
+
+interface PlatformRoute {
+  readonly family: RouteFamily
+  readonly method: 'GET' | 'POST'
+  readonly url: string
+  readonly upstream: UpstreamName
+  readonly auth: AuthRequirement
+  /** Validates the request (throwing a 400) and returns what to send upstream. */
+  readonly prepare: (request: FastifyRequest) => UpstreamCall
+}
+
+const checkTrainingJob = compileBodyCheck(TrainingJobRequest)
+const checkObjectRead = compileBodyCheck(ObjectReadRequest)
+
+/** A valid body goes upstream as the exact bytes the client sent. */
+function asReceived(check: (body: unknown) => unknown, path: string) {
+  return (request: FastifyRequest): UpstreamCall => {
+    check(request.body)
+    return { method: 'POST', path, body: request.rawBody }
+  }
+}
+
+export const PLATFORM_ROUTES: readonly PlatformRoute[] = [
+  {
+    family: 'training',
+    method: 'POST',
+    url: '/v1/preview/training-jobs',
+    upstream: 'training',
+    auth: { scheme: 'bearer', scope: 'training' },
+    prepare: asReceived(checkTrainingJob, '/v1/preview/training-jobs'),
+  },
+  {
+    family: 'checkpoints',
+    method: 'GET',
+    url: '/v1/preview/models/:model_id/checkpoints',
+    upstream: 'checkpoints',
+    auth: { scheme: 'bearer', scope: 'checkpoints' },
+    prepare: (request) => {
+      const { model_id } = request.params as { model_id: string }
+      const query = parseCheckpointQuery(request.query as Record<string, unknown>)
+      return { method: 'GET', path: checkpointUpstreamPath(model_id, query), body: null }
+    },
+  },
+  {
+    family: 'objects',
+    method: 'POST',
+    url: '/obj/read',
+    upstream: 'objects',
+    auth: { scheme: 'basic', scope: 'objects' },
+    prepare: asReceived(checkObjectRead, '/obj/read'),
+  },
+]
+
+export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+  for (const route of PLATFORM_ROUTES) {
+    const upstream = ctx.upstreams.get(route.upstream)
+    if (upstream === undefined) continue
+    app.route({
+      method: route.method,
+      url: route.url,
+      config: { family: route.family },
+      onRequest: requireAuth(ctx.authenticators, route.auth),
+      handler: (request, reply) => forwardToUpstream(ctx, request, reply, upstream, route.prepare(request)),
+    })
+  }
+}

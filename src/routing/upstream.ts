@@ -1,0 +1,32 @@
+/** A platform upstream (training, checkpoints, objects): its settings and connection pool. */
+import { Pool } from 'undici'
+import type { UpstreamName, UpstreamSettings } from '../config/schema.js'
+
+export class Upstream {
+  readonly name: UpstreamName
+  readonly settings: UpstreamSettings
+  readonly pool: Pool
+  readonly #prefix: string
+
+  constructor(name: UpstreamName, settings: UpstreamSettings) {
+    this.name = name
+    this.settings = settings
+    const url = new URL(settings.url)
+    this.#prefix = url.pathname.replace(/\/+$/, '')
+    this.pool = new Pool(url.origin, {
+      connect: { timeout: settings.timeouts.connect_ms },
+      headersTimeout: settings.timeouts.first_byte_ms,
+      bodyTimeout: settings.timeouts.first_byte_ms,
+      keepAliveTimeout: 30_000,
+    })
+  }
+
+  /** The request path appended to the upstream URL's own path. */
+  pathFor(path: string): string {
+    return `${this.#prefix}${path}`
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close()
+  }
+}

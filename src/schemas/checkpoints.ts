@@ -1,0 +1,70 @@
+/**
+ * The checkpoint listing's path and query (interface.md): validated, with
+ * defaults made explicit, and rebuilt so that nothing the client wrote can
+ * change which upstream path is reached.
+ */
+import { GatewayError } from '../errors/gateway-error.js'
+
+export const CHECKPOINT_LIMIT = { min: 1, max: 100, default: 20 } as const
+const ORDERS = ['asc', 'desc'] as const
+const MAX_MODEL_ID_LENGTH = 512
+
+export interface CheckpointQuery {
+  readonly limit: number
+  readonly order: (typeof ORDERS)[number]
+  readonly after: string | undefined
+  /** Query members the interface does not list, passed on as they came. */
+  readonly extra: readonly (readonly [string, string])[]
+}
+
+function invalid(param: string, message: string): GatewayError {
+  return new GatewayError('invalid_value', `${param} ${message}.`, { param })
+}
+
+function single(query: Record<string, unknown>, name: string): string | undefined {
+  const value = query[name]
+  if (value === undefined) return undefined
+  if (typeof value !== 'string') throw invalid(name, 'must be given once')
+  return value
+}
+
+export function parseCheckpointQuery(query: Record<string, unknown>): CheckpointQuery {
+  const limitText = single(query, 'limit')
+  let limit: number = CHECKPOINT_LIMIT.default
+  if (limitText !== undefined) {
+    if (!/^\d{1,4}$/.test(limitText)) throw invalid('limit', `must be an integer from ${CHECKPOINT_LIMIT.min} to ${CHECKPOINT_LIMIT.max}`)
+    limit = Number(limitText)
+    if (limit < CHECKPOINT_LIMIT.min || limit > CHECKPOINT_LIMIT.max) throw invalid('limit', `must be an integer from ${CHECKPOINT_LIMIT.min} to ${CHECKPOINT_LIMIT.max}`)
+  }
+  const orderText = single(query, 'order') ?? 'asc'
+  if (!(ORDERS as readonly string[]).includes(orderText)) throw invalid('order', 'must be one of: asc, desc')
+  const after = single(query, 'after')
+  if (after === '') throw invalid('after', 'must be a non-empty cursor (the last id of the previous page)')
+  const extra: [string, string][] = []
+  for (const [name, value] of Object.entries(query)) {
+    if (name === 'limit' || name === 'order' || name === 'after') continue
+    for (const item of Array.isArray(value) ? value : [value]) extra.push([name, String(item)])
+  }
+  return { limit, order: orderText as CheckpointQuery['order'], after, extra }
+}
+
+/**
+ * The model id as one safe path segment. `.` and `..` would be resolved as
+ * path steps by an upstream; control characters are never part of an id.
+ */
+export function checkModelIdSegment(modelId: string): string {
+  // eslint-disable-next-line no-control-regex
+  if (modelId === '' || modelId === '.' || modelId === '..' || /[\u0000-\u001f\u007f]/.test(modelId) || modelId.length > MAX_MODEL_ID_LENGTH) {
+    throw invalid('model_id', `must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without control characters`)
+  }
+  return encodeURIComponent(modelId)
+}
+
+export function checkpointUpstreamPath(modelId: string, query: CheckpointQuery): string {
+  const params = new URLSearchParams()
+  params.set('limit', String(query.limit))
+  params.set('order', query.order)
+  if (query.after !== undefined) params.set('after', query.after)
+  for (const [name, value] of query.extra) params.append(name, value)
+  return `/v1/preview/models/${checkModelIdSegment(modelId)}/checkpoints?${params.toString()}`
+}
