@@ -1,10 +1,13 @@
 /**
- * `${VAR}` and `${VAR:-default}` substitution over a parsed YAML tree.
- * Runs on values after parsing (not on the raw text), so every problem can be
- * reported with the path of the key it sits under, and a value can never
- * inject YAML structure.
+ * `${VAR}` and `${VAR:-default}` substitution over the parsed YAML document
+ * (not the raw text), so every problem is reported with the path of the key
+ * it sits under and a value can never inject YAML structure.
+ *
+ * Typing follows YAML's own rule: a plain (unquoted) scalar that is exactly
+ * one reference takes the type its value has in YAML (`port: ${PORT}` is a
+ * number), a quoted one stays a string (`bearer: "${TOKEN}"`).
  */
-import { parse as parseYamlScalar } from 'yaml'
+import { isMap, isScalar, isSeq, parse as parseYamlScalar, Scalar, type Document, type Node } from 'yaml'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 
 const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
@@ -12,24 +15,31 @@ const WHOLE_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
-export function interpolate(
-  value: unknown,
-  env: Environment,
-  issues: ValidationIssue[],
-  path = '',
-): unknown {
-  if (typeof value === 'string') return interpolateString(value, env, issues, path)
-  if (Array.isArray(value)) return value.map((item, i) => interpolate(item, env, issues, join(path, String(i))))
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {}
-    for (const [key, member] of Object.entries(value)) out[key] = interpolate(member, env, issues, join(path, key))
-    return out
-  }
-  return value
+/** Substitutes in place; returns the issues (unset variables) with their paths. */
+export function interpolateDocument(document: Document, env: Environment): ValidationIssue[] {
+  const issues: ValidationIssue[] = []
+  if (document.contents !== null) visit(document.contents as Node, '', env, issues)
+  return issues
 }
 
-function interpolateString(text: string, env: Environment, issues: ValidationIssue[], path: string): unknown {
-  if (!text.includes('${')) return text
+function visit(node: Node, path: string, env: Environment, issues: ValidationIssue[]): void {
+  if (isScalar(node)) {
+    if (typeof node.value === 'string') substitute(node, path, env, issues)
+  } else if (isMap(node)) {
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key)
+      if (pair.value !== null && typeof pair.value === 'object') visit(pair.value as Node, join(path, key), env, issues)
+    }
+  } else if (isSeq(node)) {
+    node.items.forEach((item, i) => {
+      if (item !== null && typeof item === 'object') visit(item as Node, join(path, String(i)), env, issues)
+    })
+  }
+}
+
+function substitute(node: Scalar, path: string, env: Environment, issues: ValidationIssue[]): void {
+  const text = node.value as string
+  if (!text.includes('${')) return
   const substituted = text.replace(REFERENCE, (_match, name: string, fallback: string | undefined) => {
     const found = env[name]
     if (found !== undefined && (found !== '' || fallback === undefined)) return found
@@ -37,17 +47,21 @@ function interpolateString(text: string, env: Environment, issues: ValidationIss
     issues.push({ path, message: `environment variable ${name} is not set` })
     return ''
   })
-  // A value that is exactly one reference takes the type its text has in
-  // YAML, so `port: ${PORT:-8080}` is the number 8080, as an operator means.
-  if (WHOLE_REFERENCE.test(text) && substituted !== '') {
-    try {
-      const typed: unknown = parseYamlScalar(substituted)
-      if (typeof typed === 'number' || typeof typed === 'boolean') return typed
-    } catch {
-      // Not a plain scalar: keep the string.
-    }
+  node.value = isPlain(node) && WHOLE_REFERENCE.test(text) ? typedScalar(substituted) : substituted
+}
+
+function isPlain(node: Scalar): boolean {
+  return node.type === undefined || node.type === Scalar.PLAIN
+}
+
+function typedScalar(text: string): unknown {
+  if (text === '') return text
+  try {
+    const typed: unknown = parseYamlScalar(text)
+    return typeof typed === 'number' || typeof typed === 'boolean' ? typed : text
+  } catch {
+    return text
   }
-  return substituted
 }
 
 function join(path: string, key: string): string {

@@ -7,13 +7,13 @@ import { readFile } from 'node:fs/promises'
 import { Ajv } from 'ajv'
 import { parseDocument } from 'yaml'
 import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
-import { interpolate, type Environment } from './interpolate.js'
-import { resolveConfig, type GatewayConfig } from './resolve.js'
+import { interpolateDocument, type Environment } from './interpolate.js'
+import { crossCheck, resolveConfig, type GatewayConfig } from './resolve.js'
 import { toIssues, formatIssue, type ValidationIssue } from '../schemas/validation-issue.js'
 
 export type ConfigResult = { ok: true; config: GatewayConfig } | { ok: false; issues: ValidationIssue[] }
 
-const validate = new Ajv({ useDefaults: true, allErrors: true, strict: false, verbose: true }).compile<RawGatewayConfig>(
+const validate = new Ajv({ useDefaults: true, allErrors: true, strict: false, strictNumbers: true, verbose: true }).compile<RawGatewayConfig>(
   GatewayConfigSchema,
 )
 
@@ -32,16 +32,25 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
   if (document.errors.length > 0) {
     return { ok: false, issues: document.errors.map((e) => ({ path: '', message: `YAML: ${e.message}` })) }
   }
-  const issues: ValidationIssue[] = []
-  const data = interpolate(document.toJS() ?? {}, env, issues)
-  if (!validate(data)) {
-    // A key whose variable is unset has already been reported; its empty
-    // value failing the schema too would only repeat that.
-    const unset = new Set(issues.map((i) => i.path))
-    issues.push(...toIssues(validate.errors).filter((i) => !unset.has(i.path)))
-  }
+  const issues = interpolateDocument(document, env)
+  const data: unknown = document.toJS() ?? {}
+  if (!validate(data)) issues.push(...schemaIssuesBesides(issues, toIssues(validate.errors)))
+  // Cross-key checks run on whatever parsed, so one run reports everything.
+  issues.push(...crossCheck(data))
   if (issues.length > 0) return { ok: false, issues }
   return resolveConfig(data as RawGatewayConfig)
+}
+
+/**
+ * Schema issues that are not just echoes of an unset variable: the empty
+ * value then fails the key's type or the enclosing form, which would only
+ * repeat the first message. Unknown keys are always reported.
+ */
+function schemaIssuesBesides(unset: readonly ValidationIssue[], schema: readonly ValidationIssue[]): ValidationIssue[] {
+  const unsetPaths = unset.map((i) => i.path)
+  const echoes = (issue: ValidationIssue) =>
+    issue.message !== 'is not a known key' && unsetPaths.some((p) => p === issue.path || p.startsWith(`${issue.path}.`))
+  return schema.filter((issue) => !echoes(issue))
 }
 
 export async function loadConfigFile(file: string, env: Environment): Promise<GatewayConfig> {

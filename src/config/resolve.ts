@@ -1,7 +1,8 @@
 /**
- * Fills the defaults that depend on other keys (`served_name`, backend
- * `name`, `default_model`) and checks what a schema cannot: uniqueness and
- * cross references.
+ * What a schema cannot say: uniqueness and cross references (`crossCheck`,
+ * which tolerates a document that failed the schema, so one run reports
+ * every problem), and the defaults that depend on other keys
+ * (`served_name`, backend `name`, `default_model`).
  */
 import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
@@ -17,38 +18,63 @@ export type GatewayConfig = Omit<RawGatewayConfig, 'models' | 'default_model'> &
   readonly default_model: string
 }
 
-export function resolveConfig(raw: RawGatewayConfig): { ok: true; config: GatewayConfig } | { ok: false; issues: ValidationIssue[] } {
+type Loose = Record<string, unknown>
+
+function records(value: unknown): Loose[] {
+  return Array.isArray(value) ? value.filter((v): v is Loose => v !== null && typeof v === 'object') : []
+}
+
+function member(value: unknown, key: string): unknown {
+  return value !== null && typeof value === 'object' ? (value as Loose)[key] : undefined
+}
+
+export function crossCheck(data: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = []
+  const models = records(member(data, 'models'))
+  const auth = member(data, 'auth')
+  const keys = records(member(auth, 'keys'))
+  const users = records(member(auth, 'users'))
+
+  reportDuplicates(models.map((m) => m.name), 'models', 'name', issues)
+  models.forEach((model, i) => {
+    const backends = records(model.backends)
+    reportDuplicates(backends.map((b) => b.name ?? b.url), `models.${i}.backends`, 'name', issues)
+  })
+  reportDuplicates(keys.map((k) => k.id), 'auth.keys', 'id', issues)
+  reportDuplicates(keys.map((k) => (typeof k.token_sha256 === 'string' ? k.token_sha256.toLowerCase() : undefined)), 'auth.keys', 'token_sha256', issues)
+  reportDuplicates(users.map((u) => u.username), 'auth.users', 'username', issues)
+  users.forEach((user, i) => {
+    if (typeof user.password_scrypt !== 'string') return
+    const parsed = parseScryptHash(user.password_scrypt)
+    if (typeof parsed === 'string') issues.push({ path: `auth.users.${i}.password_scrypt`, message: parsed })
+  })
+
+  const names = models.map((m) => m.name).filter((n): n is string => typeof n === 'string')
+  const defaultModel = member(data, 'default_model')
+  if (typeof defaultModel === 'string' && !names.includes(defaultModel)) {
+    issues.push({ path: 'default_model', message: `names no configured model (have: ${names.join(', ')})` })
+  }
+  const state = member(data, 'state')
+  if (member(state, 'kind') === 'redis' && member(state, 'redis_url') === undefined) {
+    issues.push({ path: 'state.redis_url', message: 'is required when state.kind is redis' })
+  }
+  return issues
+}
+
+/** Fills the derived defaults of a document that passed the schema and `crossCheck`. */
+export function resolveConfig(raw: RawGatewayConfig): { ok: true; config: GatewayConfig } {
   const models = raw.models.map((model) => ({
     ...model,
     served_name: model.served_name ?? model.name,
     backends: model.backends.map((backend) => ({ ...backend, name: backend.name ?? backend.url })),
   }))
-
-  reportDuplicates(models.map((m) => m.name), 'models', 'name', issues)
-  models.forEach((model, i) => reportDuplicates(model.backends.map((b) => b.name), `models.${i}.backends`, 'name', issues))
-  reportDuplicates(raw.auth.keys.map((k) => k.id), 'auth.keys', 'id', issues)
-  reportDuplicates(raw.auth.keys.map((k) => k.token_sha256.toLowerCase()), 'auth.keys', 'token_sha256', issues)
-  reportDuplicates(raw.auth.users.map((u) => u.username), 'auth.users', 'username', issues)
-  raw.auth.users.forEach((user, i) => {
-    const parsed = parseScryptHash(user.password_scrypt)
-    if (typeof parsed === 'string') issues.push({ path: `auth.users.${i}.password_scrypt`, message: parsed })
-  })
-
-  const defaultModel = raw.default_model ?? models[0]?.name ?? ''
-  if (!models.some((m) => m.name === defaultModel)) {
-    issues.push({ path: 'default_model', message: `names no configured model (have: ${models.map((m) => m.name).join(', ')})` })
-  }
-  if (raw.state.kind === 'redis' && raw.state.redis_url === undefined) {
-    issues.push({ path: 'state.redis_url', message: 'is required when state.kind is redis' })
-  }
-  if (issues.length > 0) return { ok: false, issues }
-  return { ok: true, config: { ...raw, models, default_model: defaultModel } }
+  return { ok: true, config: { ...raw, models, default_model: raw.default_model ?? models[0]!.name } }
 }
 
-function reportDuplicates(values: readonly string[], listPath: string, member: string, issues: ValidationIssue[]): void {
-  const firstIndex = new Map<string, number>()
+function reportDuplicates(values: readonly unknown[], listPath: string, member: string, issues: ValidationIssue[]): void {
+  const firstIndex = new Map<unknown, number>()
   values.forEach((value, i) => {
+    if (value === undefined) return
     const first = firstIndex.get(value)
     if (first === undefined) firstIndex.set(value, i)
     else issues.push({ path: `${listPath}.${i}.${member}`, message: `duplicates ${listPath}.${first}.${member}` })

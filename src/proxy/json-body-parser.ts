@@ -20,7 +20,8 @@ export class InvalidJsonError extends SyntaxError {
 
 export function registerJsonBodyParser(app: FastifyInstance): void {
   app.decorateRequest('rawBody', null)
-  app.removeContentTypeParser('application/json')
+  // Only JSON is accepted: any other content type (text/plain included) is 415.
+  app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const raw = body as Buffer
     request.rawBody = raw

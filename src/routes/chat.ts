@@ -27,7 +27,10 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   request.facts.model = route.name
 
   const violation = findRuleViolation(body, route.settings)
-  if (violation) throw new GatewayError('conflicting_fields', `${violation.param} ${violation.message}.`, { param: violation.param })
+  if (violation) {
+    const code = violation.missing === true ? 'missing_field' : 'conflicting_fields'
+    throw new GatewayError(code, `${violation.param} ${violation.message}.`, { param: violation.param })
+  }
 
   const requestId = resolveRequestId(ctx, request, body)
   request.facts.requestId = requestId

@@ -10,7 +10,7 @@ import type { Static, TSchema } from 'typebox'
 import { GatewayError } from '../errors/gateway-error.js'
 import { toIssues } from './validation-issue.js'
 
-const ajv = new Ajv({ allErrors: false, strict: false, coerceTypes: false, useDefaults: false, verbose: true })
+const ajv = new Ajv({ allErrors: false, strict: false, coerceTypes: false, useDefaults: false, strictNumbers: true, verbose: true })
 addFormats.default(ajv, ['uuid', 'date-time'])
 /**
  * ISO 8601 date-time as Python's `datetime.isoformat()` writes it: the

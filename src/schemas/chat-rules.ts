@@ -9,6 +9,8 @@ import type { ChatCompletionBody } from './chat.js'
 export interface RuleViolation {
   readonly param: string
   readonly message: string
+  /** A required member missing rather than two members in conflict. */
+  readonly missing?: boolean
 }
 
 export interface ModelFacts {
@@ -25,7 +27,7 @@ const rules: readonly Rule[] = [
     const message = body.messages[index] as Record<string, unknown>
     const toolCalls = message.tool_calls
     if (message.role === 'assistant' && Array.isArray(toolCalls) && toolCalls.length > 0) return null
-    return { param: `messages.${index}.content`, message: 'is required (it may be omitted only on an assistant message with tool_calls)' }
+    return { param: `messages.${index}.content`, message: 'is required (it may be omitted only on an assistant message with tool_calls)', missing: true }
   },
   function priorityNeedsScheduling(body, model) {
     if (body.priority === undefined || body.priority === 0 || model.priority_scheduling) return null

@@ -49,7 +49,7 @@ export const ChatCompletionRequest = Type.Object({
   frequency_penalty: Type.Optional(nullable(Num)),
   logit_bias: Type.Optional(Obj),
   logprobs: Type.Optional(nullable(Bool)),
-  top_logprobs: Type.Optional(nullable(Int)),
+  top_logprobs: Type.Optional(nullable(Type.Integer({ minimum: -1 }))),
   max_tokens: Type.Optional(nullable(Int)),
   max_completion_tokens: Type.Optional(nullable(Int)),
   n: Type.Optional(nullable(Type.Integer({ minimum: 1 }))),

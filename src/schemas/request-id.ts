@@ -15,7 +15,8 @@ export type RequestIdChoice =
   | { readonly ok: false; readonly source: 'header' | 'body' }
 
 export function chooseRequestId(header: string | undefined, body: string | undefined, generate: () => string): RequestIdChoice {
-  if (header !== undefined) return isValidRequestId(header) ? { ok: true, id: header } : { ok: false, source: 'header' }
+  // An empty header counts as absent, as in vLLM (`headers.get(...) or ...`).
+  if (header !== undefined && header !== '') return isValidRequestId(header) ? { ok: true, id: header } : { ok: false, source: 'header' }
   if (body !== undefined) return isValidRequestId(body) ? { ok: true, id: body } : { ok: false, source: 'body' }
   return { ok: true, id: generate() }
 }
