@@ -1,45 +1,69 @@
 /**
- * `npm run demo`: the gateway with stand-in backends on this machine, no GPU
- * and no Redis needed. Prints ready-to-paste curl commands.
+ * `npm run demo`: the gateway with stand-in backends and upstreams on this
+ * machine, no GPU and no Redis needed. Prints ready-to-paste curl commands.
  */
 import pretty from 'pino-pretty'
 import { loadConfigFile } from '../config/load.js'
 import { createLogger } from '../logger.js'
 import { startGateway } from '../server.js'
+import { startObjectStoreStandIn } from './object-store-stand-in.js'
+import { startTrainingStandIn } from './training-stand-in.js'
 import { startVllmStandIn } from './vllm-stand-in.js'
 
 const DEMO_TOKEN = 'sluice-demo-key'
+const DEMO_USER = 'alice:alice-demo-password'
+const DEMO_MODEL_ID = '3f1c2a8e-5b7d-4e2f-9a61-0c8d7e6b5a43'
+
+async function startStandIns() {
+  const vllm = await Promise.all([startVllmStandIn({ tokens: 12, interTokenDelayMs: 80 }), startVllmStandIn({ tokens: 12, interTokenDelayMs: 80 })])
+  const training = await startTrainingStandIn({ expectAuthorization: 'Bearer demo-training-token', checkpoints: { [DEMO_MODEL_ID]: 45 } })
+  const objects = await startObjectStoreStandIn({ expectAuthorization: `Basic ${Buffer.from('api:demo-objects-password').toString('base64')}` })
+  return { vllm, training, objects, all: [...vllm, training, objects] }
+}
+
+function instructions(url: string): string {
+  const bearer = `-H 'Authorization: Bearer ${DEMO_TOKEN}'`
+  const json = `-H 'Content-Type: application/json'`
+  const chat = (stream: boolean) => JSON.stringify({ model: 'demo-model', stream, messages: [{ role: 'user', content: 'Say hello' }] })
+  const job = JSON.stringify({ model_id: DEMO_MODEL_ID, trajectory_groups: [{ trajectories: [{ reward: 1, messages_and_choices: [] }] }] })
+  const read = JSON.stringify({ project_id: 'demo/project', object_id: 'config', digest: 'latest', include_tags_and_aliases: true })
+  return `
+Sluice demo running at ${url}
+
+Chat, non-streaming:
+  curl -s ${url}/v1/chat/completions ${bearer} ${json} -d '${chat(false)}'
+Chat, streaming:
+  curl -N ${url}/v1/chat/completions ${bearer} ${json} -d '${chat(true)}'
+Training job:
+  curl -s ${url}/v1/preview/training-jobs ${bearer} ${json} -d '${job}'
+Checkpoints (cursor pagination: pass after=<last_id> while has_more):
+  curl -s '${url}/v1/preview/models/${DEMO_MODEL_ID}/checkpoints?limit=5' ${bearer}
+Object read (Basic credentials):
+  curl -s ${url}/obj/read -u ${DEMO_USER} ${json} -d '${read}'
+Models:   curl -s ${url}/v1/models ${bearer}
+Metrics:  curl -s ${url}/metrics
+Ctrl-C stops everything.
+`
+}
 
 async function demo(): Promise<void> {
-  const backends = await Promise.all([
-    startVllmStandIn({ tokens: 12, interTokenDelayMs: 80 }),
-    startVllmStandIn({ tokens: 12, interTokenDelayMs: 80 }),
-  ])
-  const env = { ...process.env, DEMO_VLLM_A: backends[0].url, DEMO_VLLM_B: backends[1].url }
+  const standIns = await startStandIns()
+  const env = {
+    ...process.env,
+    DEMO_VLLM_A: standIns.vllm[0].url,
+    DEMO_VLLM_B: standIns.vllm[1].url,
+    DEMO_TRAINING: standIns.training.url,
+    DEMO_OBJECTS: standIns.objects.url,
+  }
   const config = await loadConfigFile(process.env.SLUICE_CONFIG ?? 'config/demo.yaml', env)
   const logger = createLogger(config.log.level, pretty({ colorize: true, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: true }))
   const gateway = await startGateway(config, logger)
-
-  const body = (stream: boolean) =>
-    JSON.stringify({ model: 'demo-model', stream, messages: [{ role: 'user', content: 'Say hello' }] })
-  console.log(`
-Sluice demo running at ${gateway.url} (stand-in backends: ${backends.map((b) => b.url).join(', ')})
-
-Non-streaming:
-  curl -s ${gateway.url}/v1/chat/completions -H 'Authorization: Bearer ${DEMO_TOKEN}' -H 'Content-Type: application/json' -d '${body(false)}'
-
-Streaming:
-  curl -N ${gateway.url}/v1/chat/completions -H 'Authorization: Bearer ${DEMO_TOKEN}' -H 'Content-Type: application/json' -d '${body(true)}'
-
-Models:      curl -s ${gateway.url}/v1/models -H 'Authorization: Bearer ${DEMO_TOKEN}'
-Metrics:     curl -s ${gateway.url}/metrics
-Ctrl-C stops everything.
-`)
+  console.log(instructions(gateway.url))
 
   const stop = () => {
     void gateway
       .shutdown()
-      .then(() => Promise.all(backends.map((b) => b.close())))
+      .then(() => Promise.all(standIns.all.map((s) => s.close())))
       .then(() => process.exit(0))
   }
   process.once('SIGINT', stop)
