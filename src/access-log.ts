@@ -26,6 +26,8 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
         status,
         duration_ms: Math.round(reply.elapsedTime * 10) / 10,
         retries: facts.retries,
+        prompt_tokens: facts.tokens?.prompt ?? null,
+        completion_tokens: facts.tokens?.completion ?? null,
         error_code: facts.errorCode,
       },
       'request completed',

@@ -13,6 +13,8 @@ import { buildModelRoutes, type ModelRoute } from './routing/model-route.js'
 import { BasicUserStore } from './auth/basic.js'
 import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
 import { Upstream } from './routing/upstream.js'
+import { buildMemoryState, type AdmissionState } from './state/memory-state.js'
+import type { AdmissionObserver } from './state/store.js'
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -29,6 +31,8 @@ export interface GatewayContext {
   /** Configured platform upstreams; absent ones are not served. */
   readonly upstreams: ReadonlyMap<UpstreamName, Upstream>
   readonly authenticators: Authenticators
+  /** Slots, queues and key limits (in this process, or shared through Redis). */
+  readonly state: AdmissionState
   /** Releases what the context holds (connection pools). */
   close(): Promise<void>
 }
@@ -44,12 +48,20 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   const metrics = createMetrics()
   const users = new BasicUserStore(config.auth.users)
   for (const route of models.values()) {
-    for (const backend of route.backends) metrics.backendUp.set({ model: route.name, backend: backend.name }, backend.healthy ? 1 : 0)
+    metrics.queueDepth.set({ model: route.name }, 0)
+    for (const backend of route.backends) {
+      metrics.backendUp.set({ model: route.name, backend: backend.name }, backend.healthy ? 1 : 0)
+      metrics.inflight.set({ model: route.name, backend: backend.name }, 0)
+    }
   }
+  const clock = overrides.clock ?? { now: () => Date.now() }
+  const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.healthy ?? false
+  const state = buildMemoryState(config, usable, clock, admissionMetrics(metrics))
   return {
     config,
     logger,
-    clock: overrides.clock ?? { now: () => Date.now() },
+    clock,
+    state,
     newId: overrides.newId ?? (() => randomUUID()),
     metrics,
     models,
@@ -68,4 +80,13 @@ function buildUpstreams(config: GatewayConfig): Map<UpstreamName, Upstream> {
     if (settings !== undefined) upstreams.set(name, new Upstream(name, settings))
   }
   return upstreams
+}
+
+function admissionMetrics(metrics: Metrics): AdmissionObserver {
+  return {
+    queueDepth: (model, depth) => metrics.queueDepth.set({ model }, depth),
+    slotTaken: (model, backend) => metrics.inflight.inc({ model, backend }),
+    slotReleased: (model, backend) => metrics.inflight.dec({ model, backend }),
+    waited: (model, milliseconds) => metrics.queueWait.observe({ model }, milliseconds / 1000),
+  }
 }

@@ -18,6 +18,8 @@ export interface RequestFacts {
   backend: string | null
   retries: number
   errorCode: string | null
+  /** Token usage the answer reported, when it did. */
+  tokens: { readonly prompt: number; readonly completion: number } | null
 }
 
 declare module 'fastify' {
@@ -31,5 +33,5 @@ declare module 'fastify' {
 }
 
 export function newRequestFacts(route: RouteFamily, requestId: string): RequestFacts {
-  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null }
+  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null, tokens: null }
 }

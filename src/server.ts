@@ -26,6 +26,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
 
   async function shutdown(): Promise<void> {
     startDraining()
+    // Waiting requests are answered 503 at once; in-flight ones get the grace period.
+    context.state.close()
     const grace = setTimeout(() => {
       logger.warn({ grace_ms: config.server.shutdown_grace_ms }, 'grace period over: closing remaining connections')
       app.server.closeAllConnections()

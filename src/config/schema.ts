@@ -200,3 +200,4 @@ export type ApiKey = Static<typeof ApiKeyConfig>
 export type User = Static<typeof UserConfig>
 export type UpstreamSettings = Static<typeof UpstreamConfig>
 export type UpstreamAuthSettings = Static<typeof UpstreamAuth>
+export type KeyLimitSettings = Static<typeof KeyLimits>

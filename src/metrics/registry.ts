@@ -42,6 +42,31 @@ export function createMetrics() {
       labelNames: ['model', 'backend'] as const,
       registers,
     }),
+    queueDepth: new Gauge({
+      name: 'sluice_queue_depth',
+      help: 'Requests waiting for a slot (not those in flight).',
+      labelNames: ['model'] as const,
+      registers,
+    }),
+    queueWait: new Histogram({
+      name: 'sluice_queue_wait_seconds',
+      help: 'Time from arrival to getting a slot, for requests that got one.',
+      labelNames: ['model'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    rejections: new Counter({
+      name: 'sluice_rejections_total',
+      help: 'Requests turned away by admission, by reason.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    tokens: new Counter({
+      name: 'sluice_tokens_total',
+      help: 'Tokens reported by answers, by model, key and kind (prompt|completion).',
+      labelNames: ['model', 'key', 'kind'] as const,
+      registers,
+    }),
     upstreamErrors: new Counter({
       name: 'sluice_upstream_errors_total',
       help: 'Failed attempts to get an answer from a backend, by reason.',

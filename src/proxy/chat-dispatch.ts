@@ -1,17 +1,20 @@
 /**
- * Sends one chat request to a backend of its model, trying another backend
- * when one cannot be reached or hangs up before answering, up to the model's
- * `retries`. Nothing has reached the client at this point, so a retry is
- * invisible to it.
+ * Gets one chat request a slot and an answer: waits for a slot in the
+ * model's queue, sends the request to the backend the balancer chose, and,
+ * when that backend cannot be reached or hangs up before answering, moves to
+ * a free slot on another backend, up to the model's `retries`. Nothing has
+ * reached the client at this point, so a retry is invisible to it.
  */
 import type { Dispatcher } from 'undici'
 import { GatewayError } from '../errors/gateway-error.js'
 import { classifyUpstreamFailure, isRetryable, upstreamError, type UpstreamFailureReason } from '../errors/upstream-errors.js'
 import type { Backend } from '../routing/backend.js'
 import type { ModelRoute } from '../routing/model-route.js'
+import type { ModelSlots, SlotLease } from '../state/store.js'
 import type { HeaderMap } from './headers.js'
 
 export interface ChatAnswer {
+  readonly lease: SlotLease
   readonly backend: Backend
   readonly statusCode: number
   readonly headers: Record<string, string | string[] | undefined>
@@ -20,45 +23,46 @@ export interface ChatAnswer {
   readonly retries: number
 }
 
-export interface DispatchObserver {
-  onAttempt(backend: Backend): void
-  onFailure(backend: Backend, reason: UpstreamFailureReason): void
-}
-
 export interface ChatDispatch {
   readonly route: ModelRoute
+  readonly slots: ModelSlots
+  readonly priority: number
   readonly payload: string
   readonly headers: HeaderMap
   readonly signal: AbortSignal
-  readonly observer: DispatchObserver
+  readonly onFailure: (backend: Backend, reason: UpstreamFailureReason) => void
 }
 
-export async function dispatchChat({ route, payload, headers, signal, observer }: ChatDispatch): Promise<ChatAnswer> {
-  const tried = new Set<Backend>()
-  let lastError: GatewayError | null = null
-  for (let attempt = 0; attempt <= route.settings.retries; attempt++) {
-    const backend = route.pick(tried)
-    if (backend === null) break
-    tried.add(backend)
-    observer.onAttempt(backend)
+export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
+  const { route, slots, signal } = job
+  if (!route.hasUsableBackend()) throw new GatewayError('no_healthy_backend', `Model "${route.name}" has no healthy backend right now.`)
+  const choose = (names: readonly string[]) => route.choose(names)
+  let lease = await slots.acquire({ priority: job.priority, signal, choose })
+  const tried = new Set<string>()
+  for (let attempt = 0; ; attempt++) {
+    const backend = route.backend(lease.backend)
+    tried.add(backend.name)
     try {
+      signal.throwIfAborted()
       const response = await backend.pool.request({
         path: backend.pathFor('/v1/chat/completions'),
         method: 'POST',
-        headers: withBackendAuth(headers, backend),
-        body: payload,
+        headers: withBackendAuth(job.headers, backend),
+        body: job.payload,
         signal,
       })
-      return { backend, statusCode: response.statusCode, headers: response.headers, body: response.body, retries: attempt }
+      return { lease, backend, statusCode: response.statusCode, headers: response.headers, body: response.body, retries: attempt }
     } catch (error) {
+      lease.release()
       if (signal.aborted) throw error
       const reason = classifyUpstreamFailure(error)
-      observer.onFailure(backend, reason)
-      lastError = upstreamError(reason, `backend "${backend.name}"`, error)
-      if (!isRetryable(reason)) throw lastError
+      job.onFailure(backend, reason)
+      const failure = upstreamError(reason, `backend "${backend.name}"`, error)
+      const next = isRetryable(reason) && attempt < route.settings.retries ? await slots.tryAcquire(tried, choose) : null
+      if (next === null) throw failure
+      lease = next
     }
   }
-  throw lastError ?? new GatewayError('no_healthy_backend', `Model "${route.name}" has no healthy backend right now.`)
 }
 
 function withBackendAuth(headers: HeaderMap, backend: Backend): HeaderMap {

@@ -1,23 +1,30 @@
 /**
- * Forwards a validated chat request and writes the backend's answer to the
- * client: event streams pass through as they arrive, other answers are read
- * whole (so a truncated one becomes a clean 502, not half a JSON document)
- * and sent with the backend's status. The backend's in-flight count is held
- * until the answer has fully left or the client went away.
+ * Forwards a validated, admitted chat request and writes the backend's
+ * answer to the client: event streams pass through as they arrive, other
+ * answers are read whole (so a truncated one becomes a clean 502, not half a
+ * JSON document) and sent with the backend's status. The slot and the key's
+ * share are held until the answer has fully left or the client went away;
+ * then the answer's token usage is counted and charged.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
 import { classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
-import type { Backend } from '../routing/backend.js'
 import type { ModelRoute } from '../routing/model-route.js'
-import { dispatchChat, type DispatchObserver } from './chat-dispatch.js'
+import { refusalToError } from '../scheduling/key-policy.js'
+import type { KeyTicket } from '../state/store.js'
+import { dispatchChat, type ChatAnswer } from './chat-dispatch.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream } from './headers.js'
 import { relaySse } from './sse-relay.js'
+import { usageOfJsonBody, type TokenUsage } from './stream-usage.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
   readonly upstreamBody: unknown
   readonly requestId: string
+  readonly priority: number
+  /** The gateway added `include_usage` for its own accounting: hide it from the client. */
+  readonly stripInjectedUsage: boolean
+  readonly ticket: KeyTicket
 }
 
 export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward): Promise<FastifyReply> {
@@ -25,26 +32,32 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) client.abort()
   })
-  const inflight = trackInflight(ctx, job.route)
-  const headers = {
-    ...forwardedRequestHeaders(request.headers),
-    'content-type': 'application/json',
-    'x-request-id': job.requestId,
-  }
-  let answer
+  let answer: ChatAnswer
   try {
-    answer = await dispatchChat({ route: job.route, payload: JSON.stringify(job.upstreamBody), headers, signal: client.signal, observer: inflight.observer })
+    answer = await dispatchChat({
+      route: job.route,
+      slots: ctx.state.slots.get(job.route.name)!,
+      priority: job.priority,
+      payload: JSON.stringify(job.upstreamBody),
+      headers: { ...forwardedRequestHeaders(request.headers), 'content-type': 'application/json', 'x-request-id': job.requestId },
+      signal: client.signal,
+      onFailure: (backend, reason) => ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason }),
+    })
   } catch (error) {
-    inflight.release()
-    throw error
+    job.ticket.release()
+    if (client.signal.aborted) return reply.hijack()
+    throw refusalToError(error, ctx.metrics)
   }
   request.facts.backend = answer.backend.name
   request.facts.retries = answer.retries
+  const settle = settlement(ctx, request, job, answer)
   const responseHeaders = { ...responseHeadersFromUpstream(answer.headers), 'x-request-id': job.requestId }
 
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
     const stream = relaySse(answer.body, {
       clientGone: () => client.signal.aborted,
+      stripInjectedUsage: job.stripInjectedUsage,
+      onUsage: settle,
       onUpstreamError: (error) => {
         const failure = upstreamError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason: 'mid_stream' })
@@ -53,48 +66,45 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
         return failure.toBody()
       },
     })
-    stream.once('close', inflight.release)
+    stream.once('close', () => settle(null))
     return reply.code(200).headers({ ...responseHeaders, 'x-accel-buffering': 'no' }).send(stream)
   }
 
+  let body: Buffer
   try {
-    const body = Buffer.from(await answer.body.arrayBuffer())
-    return reply.code(answer.statusCode).headers(responseHeaders).send(body)
+    body = Buffer.from(await answer.body.arrayBuffer())
   } catch (error) {
-    if (client.signal.aborted) return reply
+    settle(null)
+    if (client.signal.aborted) return reply.hijack()
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
     throw upstreamError(reason, `backend "${answer.backend.name}"`, error)
-  } finally {
-    inflight.release()
+  }
+  settle(answer.statusCode === 200 ? usageOfJsonBody(body) : null)
+  return reply.code(answer.statusCode).headers(responseHeaders).send(body)
+}
+
+/**
+ * Ends the request's hold on shared capacity exactly once: the slot goes to
+ * the next waiter, the key's concurrency share is returned, and the tokens
+ * the answer reported are counted and charged.
+ */
+function settlement(ctx: GatewayContext, request: FastifyRequest, job: ChatForward, answer: ChatAnswer): (usage: TokenUsage | null) => void {
+  let settled = false
+  return (usage) => {
+    if (settled) return
+    settled = true
+    answer.lease.release()
+    job.ticket.release()
+    if (usage === null) return
+    const key = request.facts.principal?.id ?? ''
+    ctx.metrics.tokens.inc({ model: job.route.name, key, kind: 'prompt' }, usage.prompt)
+    ctx.metrics.tokens.inc({ model: job.route.name, key, kind: 'completion' }, usage.completion)
+    request.facts.tokens = usage
+    job.ticket.chargeTokens(usage.prompt + usage.completion).catch((error: unknown) => request.log.warn({ err: error }, 'charging tokens failed'))
   }
 }
 
 function isEventStream(contentType: string | string[] | undefined): boolean {
   return typeof contentType === 'string' && contentType.toLowerCase().startsWith('text/event-stream')
-}
-
-/** Counts the request against the backend it is being sent to, exactly once. */
-function trackInflight(ctx: GatewayContext, route: ModelRoute): { observer: DispatchObserver; release: () => void } {
-  let current: Backend | null = null
-  const leave = () => {
-    if (current === null) return
-    current.inFlight--
-    ctx.metrics.inflight.dec({ model: route.name, backend: current.name })
-    current = null
-  }
-  return {
-    release: leave,
-    observer: {
-      onAttempt(backend) {
-        current = backend
-        backend.inFlight++
-        ctx.metrics.inflight.inc({ model: route.name, backend: backend.name })
-      },
-      onFailure(backend, reason) {
-        ctx.metrics.upstreamErrors.inc({ model: route.name, backend: backend.name, reason })
-        leave()
-      },
-    },
-  }
 }

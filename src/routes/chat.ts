@@ -6,7 +6,8 @@ import { GatewayError } from '../errors/gateway-error.js'
 import { compileBodyCheck } from '../schemas/body-validator.js'
 import { ChatCompletionRequest, type ChatCompletionBody } from '../schemas/chat.js'
 import { findRuleViolation } from '../schemas/chat-rules.js'
-import { normalizeChat } from '../schemas/normalize-chat.js'
+import { normalizeChat, withStreamUsage } from '../schemas/normalize-chat.js'
+import { admitKey } from '../scheduling/key-policy.js'
 import { chooseRequestId } from '../schemas/request-id.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { forwardChat } from '../proxy/chat-forward.js'
@@ -34,8 +35,10 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
 
   const requestId = resolveRequestId(ctx, request, body)
   request.facts.requestId = requestId
-  const upstreamBody = normalizeChat(body, route.settings.served_name, requestId)
-  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId })
+  const { body: upstreamBody, injected } = withStreamUsage(normalizeChat(body, route.settings.served_name, requestId))
+  const priority = body.priority ?? 0
+  const ticket = await admitKey(ctx.state, ctx.metrics, request.facts.principal, priority)
+  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId, priority, stripInjectedUsage: injected, ticket })
 }
 
 function resolveModel(ctx: GatewayContext, requested: string | null | undefined): ModelRoute {

@@ -10,7 +10,6 @@ export class Backend {
   readonly apiKey: string | undefined
   readonly pool: Pool
   healthy = true
-  inFlight = 0
 
   constructor(settings: BackendSettings, model: ModelSettings) {
     this.model = model.name

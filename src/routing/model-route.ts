@@ -20,13 +20,24 @@ export class ModelRoute {
     return this.settings.name
   }
 
-  /** The next backend among healthy ones not yet tried for this request, or null. */
-  pick(exclude: ReadonlySet<Backend>): Backend | null {
-    const candidates = this.backends.filter((b) => b.healthy && !exclude.has(b))
-    if (candidates.length === 0) return null
+  hasUsableBackend(): boolean {
+    return this.backends.some((b) => b.healthy)
+  }
+
+  /** The backend of that name (names come from this model's own configuration). */
+  backend(name: string): Backend {
+    const found = this.backends.find((b) => b.name === name)
+    if (found === undefined) throw new Error(`model "${this.name}" has no backend "${name}"`)
+    return found
+  }
+
+  /** The balancer's pick among backends that have a free slot (given by name). */
+  choose(names: readonly string[]): string {
+    const candidates = this.backends.filter((b) => names.includes(b.name))
+    if (candidates.length === 0) throw new Error(`model "${this.name}": no candidate among ${names.join(', ')}`)
     const { index, current } = pickSmoothWeighted(candidates, this.#roundRobin)
     this.#roundRobin = current
-    return candidates[index]!
+    return candidates[index]!.name
   }
 
   async close(): Promise<void> {

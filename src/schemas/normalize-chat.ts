@@ -14,3 +14,13 @@ export function normalizeChat(body: ChatCompletionBody, servedName: string, requ
   if (hasMaxTokens && !hasMaxCompletion) upstream.max_completion_tokens = body.max_tokens
   return upstream
 }
+
+/**
+ * A stream's token usage comes only in a final chunk the client must ask
+ * for. When it did not, the gateway asks on its behalf (for metrics and
+ * token limits) and reports `injected`, so that chunk can be removed again.
+ */
+export function withStreamUsage(body: ChatCompletionBody): { body: ChatCompletionBody; injected: boolean } {
+  if (body.stream !== true || body.stream_options?.include_usage === true) return { body, injected: false }
+  return { body: { ...body, stream_options: { ...(body.stream_options ?? {}), include_usage: true } }, injected: true }
+}

@@ -1,0 +1,64 @@
+/**
+ * Token usage from chat answers: the `usage` of a JSON answer, and the usage
+ * chunk of an event stream. When the gateway asked the backend for
+ * `include_usage` on the client's behalf, the usage-only chunk and the
+ * `"usage":null` members it causes are removed, so the client's stream is
+ * what it would have been without the gateway.
+ */
+
+export interface TokenUsage {
+  readonly prompt: number
+  readonly completion: number
+}
+
+export function usageOf(value: unknown): TokenUsage | null {
+  const usage = (value as { usage?: unknown } | null)?.usage
+  if (usage === null || typeof usage !== 'object') return null
+  const { prompt_tokens, completion_tokens } = usage as Record<string, unknown>
+  const prompt = typeof prompt_tokens === 'number' && Number.isFinite(prompt_tokens) ? prompt_tokens : 0
+  const completion = typeof completion_tokens === 'number' && Number.isFinite(completion_tokens) ? completion_tokens : 0
+  return { prompt, completion }
+}
+
+export function usageOfJsonBody(body: Buffer): TokenUsage | null {
+  try {
+    return usageOf(JSON.parse(body.toString('utf8')))
+  } catch {
+    return null
+  }
+}
+
+const USAGE_KEY = Buffer.from('"usage":')
+const TRAILING_NULL_USAGE = /,"usage":null\}(\r?\n\r?\n)$/
+
+export interface EventVerdict {
+  /** The event as the client gets it; null to drop it. */
+  readonly forward: Buffer | null
+  readonly usage: TokenUsage | null
+}
+
+/** Looks at one whole SSE event. Cheap for the common case: no `"usage":` in it. */
+export function inspectEvent(event: Buffer, stripInjectedUsage: boolean): EventVerdict {
+  if (event.indexOf(USAGE_KEY) < 0) return { forward: event, usage: null }
+  const text = event.toString('utf8')
+  const data = dataOf(text)
+  let parsed: unknown
+  try {
+    parsed = data === null ? null : JSON.parse(data)
+  } catch {
+    return { forward: event, usage: null }
+  }
+  const usage = usageOf(parsed)
+  if (!stripInjectedUsage) return { forward: event, usage }
+  const choices = (parsed as { choices?: unknown } | null)?.choices
+  if (usage !== null && Array.isArray(choices) && choices.length === 0) return { forward: null, usage }
+  if (usage === null && TRAILING_NULL_USAGE.test(text)) return { forward: Buffer.from(text.replace(TRAILING_NULL_USAGE, '}$1')), usage: null }
+  return { forward: event, usage }
+}
+
+/** The payload of an event's `data:` lines (joined by newlines, per the SSE spec). */
+function dataOf(event: string): string | null {
+  const lines = event.split(/\r?\n/).filter((line) => line.startsWith('data:'))
+  if (lines.length === 0) return null
+  return lines.map((line) => line.slice(line.startsWith('data: ') ? 6 : 5)).join('\n')
+}

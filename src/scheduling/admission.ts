@@ -1,0 +1,31 @@
+/**
+ * Pure admission decisions (DESIGN.md chat path step 2), with no timers, no
+ * I/O and no state of their own, so each is tested on plain values.
+ */
+import { evictedBefore, type QueueEntry } from './wait-queue.js'
+
+export type ArrivalDecision<T> =
+  | { readonly kind: 'queue' }
+  | { readonly kind: 'reject' }
+  | { readonly kind: 'evict-and-queue'; readonly evicted: T }
+
+/**
+ * Whether an arriving request may wait. A full queue turns away the newest
+ * request of the worst priority present: the arriving one, unless a worse
+ * one is waiting, which then makes room.
+ */
+export function decideArrival<T extends QueueEntry>(size: number, maxSize: number, worst: T | undefined, arriving: QueueEntry): ArrivalDecision<T> {
+  if (size < maxSize) return { kind: 'queue' }
+  if (worst === undefined || !evictedBefore(worst, arriving)) return { kind: 'reject' }
+  return { kind: 'evict-and-queue', evicted: worst }
+}
+
+/** Which backends can take one more request now. */
+export function backendsWithRoom<B>(backends: readonly B[], inFlight: (backend: B) => number, usable: (backend: B) => boolean, slotsPerBackend: number): B[] {
+  return backends.filter((b) => usable(b) && inFlight(b) < slotsPerBackend)
+}
+
+/** `Retry-After` in whole seconds, at least 1: a client told "0" would retry at once. */
+export function retryAfterSeconds(milliseconds: number): number {
+  return Math.max(1, Math.ceil(milliseconds / 1000))
+}

@@ -1,0 +1,36 @@
+/**
+ * The per-key checks a chat request passes before it may queue: the key's
+ * smallest allowed `priority` (403), then its limits (429 with Retry-After).
+ * Also turns admission refusals into gateway errors, in one place.
+ */
+import type { Principal } from '../auth/principal.js'
+import { GatewayError } from '../errors/gateway-error.js'
+import type { Metrics } from '../metrics/registry.js'
+import type { AdmissionState } from '../state/memory-state.js'
+import { AdmissionRefused, type KeyTicket } from '../state/store.js'
+import { retryAfterSeconds } from './admission.js'
+
+const UNLIMITED: KeyTicket = { chargeTokens: async () => undefined, release: () => undefined }
+
+export async function admitKey(state: AdmissionState, metrics: Metrics, principal: Principal | null, priority: number): Promise<KeyTicket> {
+  if (principal?.kind !== 'key') return UNLIMITED
+  const { key } = principal
+  if (key.min_priority !== undefined && priority < key.min_priority) {
+    metrics.rejections.inc({ reason: 'priority_forbidden' })
+    throw new GatewayError('priority_forbidden', `priority ${priority} is below the smallest this key may use (${key.min_priority}).`, { param: 'priority' })
+  }
+  if (key.limits === undefined) return UNLIMITED
+  try {
+    return await state.keys.admit(key.id, key.limits)
+  } catch (error) {
+    throw refusalToError(error, metrics)
+  }
+}
+
+/** AdmissionRefused → the DESIGN.md error (429/503 with Retry-After); anything else unchanged. */
+export function refusalToError(error: unknown, metrics: Metrics): unknown {
+  if (!(error instanceof AdmissionRefused)) return error
+  metrics.rejections.inc({ reason: error.reason })
+  const headers: Record<string, string> = error.reason === 'shutting_down' ? {} : { 'retry-after': String(retryAfterSeconds(error.retryAfterMs)) }
+  return new GatewayError(error.reason, error.message, { headers })
+}

@@ -1,0 +1,162 @@
+/**
+ * One model's slots and wait queue, in this process. A released slot goes
+ * to the head of the queue synchronously, in the same tick (no polling).
+ */
+import type { Clock } from '../context.js'
+import { backendsWithRoom, decideArrival } from '../scheduling/admission.js'
+import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
+import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type SlotLease, type SlotRequest } from './store.js'
+
+export interface ModelSlotSettings {
+  readonly model: string
+  readonly backends: readonly string[]
+  readonly slotsPerBackend: number
+  readonly maxQueue: number
+  readonly maxWaitMs: number
+  /** False for a backend that must get no new requests (unhealthy). */
+  readonly usable: (backend: string) => boolean
+}
+
+/** Retry-After for queue refusals: the queue moves continuously, so "soon". */
+const QUEUE_RETRY_MS = 1000
+
+interface Waiter extends QueueEntry {
+  readonly request: SlotRequest
+  readonly arrivedAt: number
+  resolve(lease: SlotLease): void
+  reject(error: unknown): void
+  cleanup(): void
+}
+
+export class MemoryModelSlots implements ModelSlots {
+  readonly #settings: ModelSlotSettings
+  readonly #clock: Clock
+  readonly #observer: AdmissionObserver
+  readonly #inFlight = new Map<string, number>()
+  readonly #queue = new WaitQueue<Waiter>()
+  #seq = 0
+  #closed = false
+
+  constructor(settings: ModelSlotSettings, clock: Clock, observer: AdmissionObserver) {
+    this.#settings = settings
+    this.#clock = clock
+    this.#observer = observer
+  }
+
+  acquire(request: SlotRequest): Promise<SlotLease> {
+    if (this.#closed) return Promise.reject(this.#refusal('shutting_down'))
+    if (request.signal.aborted) return Promise.reject(request.signal.reason)
+    const arrivedAt = this.#clock.now()
+    if (this.#queue.size === 0) {
+      const lease = this.#grantNow(request.choose, new Set(), arrivedAt)
+      if (lease !== null) return Promise.resolve(lease)
+    }
+    return new Promise<SlotLease>((resolve, reject) => this.#enqueue(request, arrivedAt, resolve, reject))
+  }
+
+  async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
+    if (this.#closed) return null
+    return this.#grantNow(choose, exclude, this.#clock.now())
+  }
+
+  wake(): void {
+    this.#serveQueue()
+  }
+
+  queueDepth(): number {
+    return this.#queue.size
+  }
+
+  inFlight(backend: string): number {
+    return this.#inFlight.get(backend) ?? 0
+  }
+
+  close(): void {
+    this.#closed = true
+    for (const waiter of this.#queue.drain()) {
+      waiter.cleanup()
+      waiter.reject(this.#refusal('shutting_down'))
+    }
+    this.#observer.queueDepth(this.#settings.model, 0)
+  }
+
+  #enqueue(request: SlotRequest, arrivedAt: number, resolve: Waiter['resolve'], reject: Waiter['reject']): void {
+    const waiter: Waiter = {
+      priority: request.priority,
+      seq: this.#seq++,
+      positions: new Map(),
+      request,
+      arrivedAt,
+      resolve,
+      reject,
+      cleanup: () => {
+        clearTimeout(timer)
+        request.signal.removeEventListener('abort', onAbort)
+      },
+    }
+    const decision = decideArrival(this.#queue.size, this.#settings.maxQueue, this.#queue.worst(), waiter)
+    if (decision.kind === 'reject') {
+      reject(this.#refusal('queue_full'))
+      return
+    }
+    if (decision.kind === 'evict-and-queue') this.#leave(decision.evicted, this.#refusal('queue_full'))
+    const onAbort = () => this.#leave(waiter, request.signal.reason)
+    const timer = setTimeout(() => this.#leave(waiter, this.#refusal('queue_timeout')), this.#settings.maxWaitMs)
+    request.signal.addEventListener('abort', onAbort, { once: true })
+    this.#queue.push(waiter)
+    this.#observer.queueDepth(this.#settings.model, this.#queue.size)
+  }
+
+  #leave(waiter: Waiter, error: unknown): void {
+    if (!this.#queue.remove(waiter)) return
+    waiter.cleanup()
+    this.#observer.queueDepth(this.#settings.model, this.#queue.size)
+    waiter.reject(error)
+  }
+
+  #serveQueue(): void {
+    let served = false
+    for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
+      const lease = this.#grantNow(head.request.choose, new Set(), head.arrivedAt)
+      if (lease === null) break
+      this.#queue.shift()
+      head.cleanup()
+      served = true
+      head.resolve(lease)
+    }
+    if (served) this.#observer.queueDepth(this.#settings.model, this.#queue.size)
+  }
+
+  #grantNow(choose: SlotRequest['choose'], exclude: ReadonlySet<string>, arrivedAt: number): SlotLease | null {
+    const { backends, slotsPerBackend, usable, model } = this.#settings
+    const room = backendsWithRoom(backends, (b) => this.inFlight(b), (b) => usable(b) && !exclude.has(b), slotsPerBackend)
+    if (room.length === 0) return null
+    const backend = choose(room)
+    this.#inFlight.set(backend, this.inFlight(backend) + 1)
+    this.#observer.slotTaken(model, backend)
+    const waitedMs = this.#clock.now() - arrivedAt
+    this.#observer.waited(model, waitedMs)
+    let released = false
+    return {
+      backend,
+      waitedMs,
+      release: () => {
+        if (released) return
+        released = true
+        this.#inFlight.set(backend, this.inFlight(backend) - 1)
+        this.#observer.slotReleased(model, backend)
+        this.#serveQueue()
+      },
+    }
+  }
+
+  #refusal(reason: 'queue_full' | 'queue_timeout' | 'shutting_down'): AdmissionRefused {
+    const model = this.#settings.model
+    const messages = {
+      queue_full: `Model "${model}" has too many requests waiting; retry later.`,
+      queue_timeout: `Model "${model}" stayed busy longer than its queue wait limit (${this.#settings.maxWaitMs} ms); retry later.`,
+      shutting_down: 'The gateway is shutting down; retry on another replica.',
+    }
+    return new AdmissionRefused(reason, QUEUE_RETRY_MS, messages[reason])
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * The shared-state interface behind admission: per-model slots and wait
+ * queue, and per-key limits. `memory-store.ts` keeps them in this process;
+ * a Redis implementation makes them global across replicas. Both pass one
+ * contract suite (test/state/). Everything is async so a networked store
+ * fits the same shape.
+ */
+import type { KeyLimitSettings } from '../config/schema.js'
+
+export type SlotRejection = 'queue_full' | 'queue_timeout' | 'shutting_down'
+export type KeyRejection = 'rate_limit_requests' | 'rate_limit_tokens' | 'concurrency'
+
+/** Thrown (rejected) by `acquire` when a request will not get a slot. */
+export class AdmissionRefused extends Error {
+  readonly reason: SlotRejection | KeyRejection
+  readonly retryAfterMs: number
+  constructor(reason: SlotRejection | KeyRejection, retryAfterMs: number, message: string) {
+    super(message)
+    this.name = 'AdmissionRefused'
+    this.reason = reason
+    this.retryAfterMs = retryAfterMs
+  }
+}
+
+export interface SlotRequest {
+  readonly priority: number
+  /** Aborted when the client goes away: the request leaves the queue. */
+  readonly signal: AbortSignal
+  /** Picks one backend among those with a free slot (the balancer). */
+  readonly choose: (candidates: readonly string[]) => string
+}
+
+export interface SlotLease {
+  readonly backend: string
+  /** When the lease was granted (queue wait = grantedAt - arrival). */
+  readonly waitedMs: number
+  /** Gives the slot back; safe to call more than once. */
+  release(): void
+}
+
+export interface ModelSlots {
+  /** Waits for a slot in priority order; rejects with AdmissionRefused or the signal's abort reason. */
+  acquire(request: SlotRequest): Promise<SlotLease>
+  /** A slot now on a backend not in `exclude`, or null: no waiting (used for retries). */
+  tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null>
+  /** Re-examines the queue, e.g. after a backend became usable again. */
+  wake(): void
+  queueDepth(): number
+  inFlight(backend: string): number
+  /** Rejects every waiter with `shutting_down`; in-flight leases stay valid. */
+  close(): void
+}
+
+export interface KeyTicket {
+  /** Charges an answer's prompt + completion tokens against the key's budget. */
+  chargeTokens(tokens: number): Promise<void>
+  /** Ends the request's share of the key's concurrency; safe to call more than once. */
+  release(): void
+}
+
+export interface KeyLimiter {
+  /** Admits one request of the key or rejects with AdmissionRefused. */
+  admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket>
+}
+
+/** Notified of what admission does, for metrics. */
+export interface AdmissionObserver {
+  queueDepth(model: string, depth: number): void
+  slotTaken(model: string, backend: string): void
+  slotReleased(model: string, backend: string): void
+  waited(model: string, milliseconds: number): void
+}
