@@ -38,6 +38,16 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     return503OnClosing: false,
+    // Requests the router refuses before any hook runs still get the DESIGN.md shape and a log line.
+    frameworkErrors: (error, request, reply) => {
+      request.facts = newRequestFacts('unknown', request.id)
+      recordOnClose(ctx.metrics, request, reply)
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      const refusal = tooLong
+        ? new GatewayError('uri_too_long', 'A path segment is longer than this gateway accepts.')
+        : new GatewayError('invalid_url', 'The URL is not valid: check its percent-encoding.')
+      return sendError(request, reply, refusal)
+    },
   })
 
   app.decorateRequest('facts', null as unknown as RequestFacts)

@@ -40,6 +40,8 @@ export interface GatewayContext {
 export interface ContextOverrides {
   readonly clock?: Clock
   readonly newId?: () => string
+  /** Replaces the admission state (benchmarks measure the gateway without it). */
+  readonly state?: AdmissionState
 }
 
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
@@ -56,7 +58,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   }
   const clock = overrides.clock ?? { now: () => Date.now() }
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.healthy ?? false
-  const state = buildMemoryState(config, usable, clock, admissionMetrics(metrics))
+  const state = overrides.state ?? buildMemoryState(config, usable, clock, admissionMetrics(metrics))
   return {
     config,
     logger,

@@ -32,6 +32,8 @@ export interface StandInOptions {
   port?: number
   /** Served model name reported by /v1/models (default 'stand-in-model'). */
   modelName?: string
+  /** Hold every chat request (emitting 'held') until `releaseHeld()` lets it be answered. */
+  hold?: boolean
 }
 
 export interface ReceivedRequest {
@@ -53,11 +55,16 @@ export interface VllmStandIn {
    * 'request' (ReceivedRequest) on arrival; 'chunk' (index) after each SSE
    * content chunk is written; 'client-closed' (ReceivedRequest) when the
    * client went away before the answer finished; 'answered'
-   * (ReceivedRequest) when a chat response fully ended.
+   * (ReceivedRequest) when a chat response fully ended; 'held' (ReceivedRequest) when
+   * a request is held (option `hold`).
    */
   readonly events: EventEmitter
   /** Chat requests currently being answered. */
   inFlight(): number
+  /** Answers up to `count` held requests, oldest first; returns how many were released. */
+  releaseHeld(count?: number): number
+  /** Requests held and still connected. */
+  heldCount(): number
   close(): Promise<void>
 }
 
@@ -90,6 +97,7 @@ class StandInServer implements VllmStandIn {
   #url = ''
   #inFlight = 0
   #closing: Promise<void> | null = null
+  readonly #held: Exchange[] = []
 
   constructor(options: StandInOptions) {
     this.options = options
@@ -102,6 +110,22 @@ class StandInServer implements VllmStandIn {
 
   inFlight(): number {
     return this.#inFlight
+  }
+
+  releaseHeld(count = 1): number {
+    let released = 0
+    while (released < count) {
+      const exchange = this.#held.shift()
+      if (exchange === undefined) break
+      if (exchange.res.destroyed) continue
+      released += 1
+      this.#answerPlanned(exchange)
+    }
+    return released
+  }
+
+  heldCount(): number {
+    return this.#held.filter((e) => !e.res.destroyed).length
   }
 
   listen(): Promise<void> {
@@ -191,6 +215,18 @@ class StandInServer implements VllmStandIn {
     if (fail === 'status500') return sendJson(res, 500, errorBody('stand-in failure', 'InternalServerError', 500))
     // 'hang' answers nothing; the client, or close(), ends the exchange.
     if (fail === 'hang') return
+    if (this.options.hold === true) {
+      this.#held.push(exchange)
+      this.events.emit('held', received)
+      return
+    }
+    this.#answerPlanned(exchange)
+  }
+
+  #answerPlanned(exchange: Exchange): void {
+    const { res, received } = exchange
+    const fail = this.options.fail ?? 'none'
+    const requestId = String(res.getHeader('x-request-id'))
     const plan = planAnswer({
       requestId,
       body: received.body,

@@ -31,6 +31,8 @@ export const ERROR_KINDS = {
   invalid_request_id: { status: 400, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   body_too_large: { status: 413, type: 'invalid_request_error' },
+  invalid_url: { status: 400, type: 'invalid_request_error' },
+  uri_too_long: { status: 414, type: 'invalid_request_error' },
   missing_credentials: { status: 401, type: 'authentication_error' },
   invalid_credentials: { status: 401, type: 'authentication_error' },
   wrong_auth_scheme: { status: 401, type: 'authentication_error' },

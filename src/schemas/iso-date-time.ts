@@ -1,0 +1,31 @@
+/**
+ * ISO 8601 date-times as Python's `datetime.isoformat()` writes them (the
+ * training upstream's own format): `YYYY-MM-DDTHH:MM[:SS[.fraction]]` with an
+ * optional `Z` or `±HH[:MM]` offset. RFC 3339's `date-time` would require the
+ * offset. Every component is range-checked (no Feb 30, no hour 24), which
+ * `Date.parse` does not do: it rolls impossible dates over.
+ */
+
+const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2})(?::?(\d{2}))?)?$/
+
+function daysInMonth(year: number, month: number): number {
+  if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28
+  return [4, 6, 9, 11].includes(month) ? 30 : 31
+}
+
+export function isIsoDateTime(text: string): boolean {
+  const match = ISO_DATE_TIME.exec(text)
+  if (match === null) return false
+  const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = match.slice(1).map((part) => (part === undefined ? 0 : Number(part)))
+  return (
+    month! >= 1 &&
+    month! <= 12 &&
+    day! >= 1 &&
+    day! <= daysInMonth(year!, month!) &&
+    hour! <= 23 &&
+    minute! <= 59 &&
+    second! <= 59 &&
+    offsetHour! <= 23 &&
+    offsetMinute! <= 59
+  )
+}

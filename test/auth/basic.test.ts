@@ -1,0 +1,227 @@
+/**
+ * Basic authentication on `POST /obj/read`, the scheme split between the
+ * Basic and Bearer routes, and `BasicUserStore.verify` as a unit. A real
+ * gateway on port 0 in front of the stand-ins, which record what reached them.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { BasicUserStore } from '../../src/auth/basic.js'
+import { hashPassword } from '../../src/auth/scrypt-hash.js'
+import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/object-store-stand-in.js'
+import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
+import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+
+const BASIC_CHALLENGE = 'Basic realm="sluice", charset="UTF-8"'
+const MODEL = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
+const STORE_AUTHORIZATION = `Basic ${Buffer.from('svc:store-pw').toString('base64')}`
+
+const ALICE = { username: 'alice', password: 'Alice-pw-0001' }
+const COLON = { username: 'colin', password: 'a:b::c:' }
+const UNICODE = { username: 'zoë', password: 'pässwörd-ü' }
+const chatKey = makeKey('chat-only', ['chat'])
+const platformKey = makeKey('platform', ['training', 'checkpoints'])
+
+function basic(userPass: string): string {
+  return `Basic ${Buffer.from(userPass, 'utf8').toString('base64')}`
+}
+
+const READ_BODY = JSON.stringify({ project_id: 'demo/project', object_id: 'config', digest: 'latest' })
+const JOB_BODY = JSON.stringify({ model_id: MODEL, trajectory_groups: [] })
+
+let store: ObjectStoreStandIn
+let training: TrainingStandIn
+let gw: TestGateway
+
+beforeAll(async () => {
+  store = await startObjectStoreStandIn({ expectAuthorization: STORE_AUTHORIZATION })
+  training = await startTrainingStandIn({ checkpoints: { [MODEL]: 2 } })
+  gw = await startTestGateway({
+    auth: {
+      keys: [chatKey.entry, platformKey.entry],
+      users: await Promise.all(
+        [ALICE, COLON, UNICODE].map(async (user) => ({ username: user.username, password_scrypt: await hashPassword(user.password), scopes: ['objects'] })),
+      ),
+    },
+    models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+    upstreams: {
+      training: { url: training.url, auth: { bearer: 'training-upstream-tok' } },
+      checkpoints: { url: training.url, auth: { bearer: 'training-upstream-tok' } },
+      objects: { url: store.url, auth: { basic: { username: 'svc', password: 'store-pw' } } },
+    },
+  })
+})
+
+afterAll(async () => {
+  await gw?.shutdown()
+  await Promise.all([store?.close(), training?.close()])
+})
+
+interface Answer {
+  status: number
+  challenge: string | null
+  text: string
+}
+
+async function send(method: 'GET' | 'POST', path: string, authorization: string | undefined, body?: string): Promise<Answer> {
+  const headers: Record<string, string> = {}
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  if (authorization !== undefined) headers.authorization = authorization
+  const response = await fetch(`${gw.url}${path}`, { method, headers, body })
+  return { status: response.status, challenge: response.headers.get('www-authenticate'), text: await response.text() }
+}
+
+const readObject = (authorization: string | undefined) => send('POST', '/obj/read', authorization, READ_BODY)
+
+function errorOf(answer: Answer): Record<string, unknown> {
+  const body = JSON.parse(answer.text) as { error: Record<string, unknown> }
+  expect(Object.keys(body)).toEqual(['error'])
+  return body.error
+}
+
+describe('Basic credentials on /obj/read', () => {
+  it('a valid user is forwarded, and the store sees the gateway credentials', async () => {
+    const before = store.received.length
+    const answer = await readObject(basic(`${ALICE.username}:${ALICE.password}`))
+    expect(answer.status).toBe(200)
+    expect((JSON.parse(answer.text) as { obj: { object_id: string } }).obj.object_id).toBe('config')
+    expect(store.received.length).toBe(before + 1)
+    expect(store.received.at(-1)?.headers.authorization).toBe(STORE_AUTHORIZATION)
+  })
+
+  it('a password containing ":" works (only the first colon separates)', async () => {
+    const answer = await readObject(basic(`${COLON.username}:${COLON.password}`))
+    expect(answer.status).toBe(200)
+  })
+
+  it('a UTF-8 user name and password work (charset="UTF-8" is advertised)', async () => {
+    const answer = await readObject(basic(`${UNICODE.username}:${UNICODE.password}`))
+    expect(answer.status).toBe(200)
+  })
+
+  it('the scheme name is case-insensitive', async () => {
+    const answer = await readObject(`basic ${Buffer.from(`${ALICE.username}:${ALICE.password}`).toString('base64')}`)
+    expect(answer.status).toBe(200)
+  })
+
+  const refused: [string, string | undefined, string][] = [
+    ['no Authorization header', undefined, 'missing_credentials'],
+    ['an unknown user', basic(`mallory:${ALICE.password}`), 'invalid_credentials'],
+    ['a wrong password', basic(`${ALICE.username}:Alice-pw-0002`), 'invalid_credentials'],
+    ['the password of another user', basic(`${ALICE.username}:${COLON.password}`), 'invalid_credentials'],
+    ['a password with the colon part cut off', basic(`${COLON.username}:a`), 'invalid_credentials'],
+    ['the right password with a trailing newline', basic(`${ALICE.username}:${ALICE.password}\n`), 'invalid_credentials'],
+    ['a user-name case variant', basic(`ALICE:${ALICE.password}`), 'invalid_credentials'],
+    ['malformed base64', 'Basic !!not*base64!!', 'invalid_credentials'],
+    ['"Basic " with nothing after it', 'Basic ', 'invalid_credentials'],
+    ['"Basic" alone', 'Basic', 'invalid_credentials'],
+    ['an empty password part', basic(`${ALICE.username}:`), 'invalid_credentials'],
+    ['no colon at all', basic(ALICE.username), 'invalid_credentials'],
+    ['an empty user name', basic(`:${ALICE.password}`), 'invalid_credentials'],
+    ['Bearer with a valid key', `Bearer ${platformKey.token}`, 'wrong_auth_scheme'],
+    ['Bearer with the Basic value', `Bearer ${Buffer.from(`${ALICE.username}:${ALICE.password}`).toString('base64')}`, 'wrong_auth_scheme'],
+  ]
+
+  it.each(refused)('%s → 401 with the Basic challenge, nothing forwarded', async (_name, authorization, code) => {
+    const before = store.received.length
+    const answer = await readObject(authorization)
+    expect(answer.status).toBe(401)
+    expect(answer.challenge).toBe(BASIC_CHALLENGE)
+    expect(errorOf(answer)).toEqual({ message: expect.any(String), type: 'authentication_error', param: null, code })
+    expect(store.received.length).toBe(before)
+  })
+
+  it('checks credentials before the body: an invalid body with a wrong password is 401, not 400', async () => {
+    const before = store.received.length
+    const answer = await send('POST', '/obj/read', basic(`${ALICE.username}:nope`), '{"project_id": 3')
+    expect(answer.status).toBe(401)
+    expect(answer.challenge).toBe(BASIC_CHALLENGE)
+    expect(store.received.length).toBe(before)
+  })
+})
+
+describe('Basic credentials on the Bearer routes', () => {
+  const routes: ['GET' | 'POST', string, string | undefined][] = [
+    ['POST', '/v1/preview/training-jobs', JOB_BODY],
+    ['GET', `/v1/preview/models/${MODEL}/checkpoints`, undefined],
+  ]
+
+  it.each(routes)('%s %s with valid Basic credentials → 401 with a Bearer challenge', async (method, path, body) => {
+    const before = training.received.length
+    const answer = await send(method, path, basic(`${ALICE.username}:${ALICE.password}`), body)
+    expect(answer.status).toBe(401)
+    expect(answer.challenge).toMatch(/^Bearer realm="sluice"/)
+    expect(errorOf(answer)).toEqual({ message: expect.any(String), type: 'authentication_error', param: null, code: 'wrong_auth_scheme' })
+    expect(training.received.length).toBe(before)
+  })
+
+  it.each(routes)('%s %s with a key scoped [chat] → 403 permission_error', async (method, path, body) => {
+    const before = training.received.length
+    const answer = await send(method, path, `Bearer ${chatKey.token}`, body)
+    expect(answer.status).toBe(403)
+    expect(errorOf(answer)).toEqual({ message: expect.any(String), type: 'permission_error', param: null, code: 'insufficient_scope' })
+    expect(training.received.length).toBe(before)
+  })
+
+  it('scope is checked before the body: a [chat] key with an invalid training body is 403, not 400', async () => {
+    const answer = await send('POST', '/v1/preview/training-jobs', `Bearer ${chatKey.token}`, '{"model_id": "not-a-uuid"}')
+    expect(answer.status).toBe(403)
+  })
+
+  it.each(routes)('%s %s with the right key is forwarded (control)', async (method, path, body) => {
+    const answer = await send(method, path, `Bearer ${platformKey.token}`, body)
+    expect(answer.status).toBe(200)
+  })
+})
+
+describe('secrets stay out of the log', () => {
+  it('no password, Basic value or token appears in any log line', async () => {
+    // Make sure both accepted and refused requests were logged.
+    await readObject(basic(`${ALICE.username}:${ALICE.password}`))
+    await readObject(basic(`${ALICE.username}:wrong-secret-pw`))
+    const log = gw.logText()
+    expect(gw.logLines().filter((line) => line.msg === 'request completed').length).toBeGreaterThan(10)
+    const secrets = [
+      ALICE.password,
+      COLON.password,
+      UNICODE.password,
+      'wrong-secret-pw',
+      'Alice-pw-0002',
+      Buffer.from(`${ALICE.username}:${ALICE.password}`).toString('base64'),
+      Buffer.from(`${COLON.username}:${COLON.password}`).toString('base64'),
+      chatKey.token,
+      platformKey.token,
+      'store-pw',
+      'training-upstream-tok',
+    ]
+    for (const secret of secrets) expect(log).not.toContain(secret)
+    // The principal is logged by id only.
+    expect(gw.logLines().some((line) => line.principal === ALICE.username && line.status === 200)).toBe(true)
+  })
+})
+
+describe('BasicUserStore.verify', () => {
+  let users: BasicUserStore
+  beforeAll(async () => {
+    users = new BasicUserStore([{ username: 'alice', password_scrypt: await hashPassword('right:pw'), scopes: ['objects'] }])
+  })
+
+  it('resolves the principal for the right password', async () => {
+    await expect(users.verify('alice', 'right:pw')).resolves.toEqual({ kind: 'user', id: 'alice', scopes: ['objects'] })
+  })
+
+  it('resolves null, alike, for an unknown user and for a wrong password', async () => {
+    const [unknown, wrong, unknownWithRightPassword] = await Promise.all([users.verify('bob', 'right:pw'), users.verify('alice', 'wrong'), users.verify('Alice', 'right:pw')])
+    expect(unknown).toBeNull()
+    expect(wrong).toBeNull()
+    expect(unknownWithRightPassword).toBeNull()
+  })
+
+  it('resolves null for everything when no user is configured', async () => {
+    const empty = new BasicUserStore([])
+    await expect(empty.verify('alice', 'right:pw')).resolves.toBeNull()
+    await expect(empty.verify('', '')).resolves.toBeNull()
+  })
+
+  it('refuses a malformed stored hash at construction', () => {
+    expect(() => new BasicUserStore([{ username: 'eve', password_scrypt: 'scrypt$3$8$1$c2FsdA==$aGFzaA==', scopes: ['objects'] }])).toThrow(/eve/)
+  })
+})
