@@ -15,6 +15,7 @@ import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
 import { Upstream } from './routing/upstream.js'
 import { buildMemoryState, type AdmissionState } from './state/memory-state.js'
 import type { AdmissionObserver } from './state/store.js'
+import { BackendMonitor } from './routing/backend-monitor.js'
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -26,6 +27,8 @@ export interface GatewayContext {
   readonly logger: Logger
   readonly clock: Clock
   readonly newId: () => string
+  /** Uniform in [0, 1): the only randomness decisions use (balancer ties). */
+  readonly random: () => number
   readonly metrics: Metrics
   readonly models: ReadonlyMap<string, ModelRoute>
   /** Configured platform upstreams; absent ones are not served. */
@@ -33,6 +36,8 @@ export interface GatewayContext {
   readonly authenticators: Authenticators
   /** Slots, queues and key limits (in this process, or shared through Redis). */
   readonly state: AdmissionState
+  /** Health checks, backend load and passive failure reports. */
+  readonly monitor: BackendMonitor
   /** Releases what the context holds (connection pools). */
   close(): Promise<void>
 }
@@ -40,6 +45,7 @@ export interface GatewayContext {
 export interface ContextOverrides {
   readonly clock?: Clock
   readonly newId?: () => string
+  readonly random?: () => number
   /** Replaces the admission state (benchmarks measure the gateway without it). */
   readonly state?: AdmissionState
 }
@@ -52,24 +58,28 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   for (const route of models.values()) {
     metrics.queueDepth.set({ model: route.name }, 0)
     for (const backend of route.backends) {
-      metrics.backendUp.set({ model: route.name, backend: backend.name }, backend.healthy ? 1 : 0)
+      metrics.backendUp.set({ model: route.name, backend: backend.name }, 1)
       metrics.inflight.set({ model: route.name, backend: backend.name }, 0)
     }
   }
   const clock = overrides.clock ?? { now: () => Date.now() }
-  const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.healthy ?? false
+  const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
   const state = overrides.state ?? buildMemoryState(config, usable, clock, admissionMetrics(metrics))
+  const monitor = new BackendMonitor(models, clock, metrics, logger, { wake: (model) => state.slots.get(model)?.wake() })
   return {
     config,
     logger,
     clock,
     state,
+    monitor,
     newId: overrides.newId ?? (() => randomUUID()),
+    random: overrides.random ?? Math.random,
     metrics,
     models,
     upstreams,
     authenticators: { bearer: new BearerKeyring(config.auth.keys), basic: (username, password) => users.verify(username, password) },
     async close() {
+      monitor.stop()
       await Promise.all([...[...models.values()].map((m) => m.close()), ...[...upstreams.values()].map((u) => u.close())])
     },
   }

@@ -19,6 +19,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   const context = buildContext(config, logger, overrides)
   const { app, startDraining } = await buildApp(context)
   await app.listen({ host: config.server.host, port: config.server.port })
+  context.monitor.start()
   const address = app.server.address()
   const port = typeof address === 'object' && address !== null ? address.port : config.server.port
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host

@@ -113,6 +113,8 @@ export const ModelConfig = Type.Object(
         {
           connect_ms: Type.Integer({ default: 2000, minimum: 1 }),
           first_byte_ms: Type.Integer({ default: 120000, minimum: 1 }),
+          // Longest silence between two chunks of an answer once it started.
+          idle_ms: Type.Integer({ default: 60000, minimum: 1 }),
         },
         closed,
       ),

@@ -1,9 +1,11 @@
 /**
  * Gets one chat request a slot and an answer: waits for a slot in the
  * model's queue, sends the request to the backend the balancer chose, and,
- * when that backend cannot be reached or hangs up before answering, moves to
- * a free slot on another backend, up to the model's `retries`. Nothing has
- * reached the client at this point, so a retry is invisible to it.
+ * when that backend cannot be reached, hangs up before answering, or answers
+ * 502/503, moves to a free slot on another usable backend, up to the model's
+ * `retries`. Nothing has reached the client at this point, so a retry is
+ * invisible to it; the request body is the same string each time. A
+ * backend's 4xx (and other 5xx) answers are the client's answer, not retried.
  */
 import type { Dispatcher } from 'undici'
 import { GatewayError } from '../errors/gateway-error.js'
@@ -23,45 +25,56 @@ export interface ChatAnswer {
   readonly retries: number
 }
 
+/** What an attempt told about the backend, for passive health and metrics. */
+export type AttemptOutcome = UpstreamFailureReason | 'status_5xx'
+
+/** Backend answers that mean "try another": it is overloaded or its proxy failed. */
+const RETRYABLE_STATUS = new Set([502, 503])
+
 export interface ChatDispatch {
+  readonly now: () => number
   readonly route: ModelRoute
   readonly slots: ModelSlots
+  /** The balancer: one backend among those with a free slot. */
+  readonly choose: (names: readonly string[]) => string
   readonly priority: number
   readonly payload: string
   readonly headers: HeaderMap
   readonly signal: AbortSignal
-  readonly onFailure: (backend: Backend, reason: UpstreamFailureReason) => void
+  readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void
+  readonly onSuccess: (backend: Backend) => void
 }
 
 export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
-  const { route, slots, signal } = job
-  if (!route.hasUsableBackend()) throw new GatewayError('no_healthy_backend', `Model "${route.name}" has no healthy backend right now.`)
-  const choose = (names: readonly string[]) => route.choose(names)
+  const { route, slots, signal, choose } = job
+  if (!route.hasUsableBackend(job.now())) throw new GatewayError('no_healthy_backend', `Model "${route.name}" has no healthy backend right now.`)
+  const retryOn = (tried: ReadonlySet<string>, attempt: number) => (attempt < route.settings.retries ? slots.tryAcquire(tried, choose) : Promise.resolve(null))
   let lease = await slots.acquire({ priority: job.priority, signal, choose })
   const tried = new Set<string>()
   for (let attempt = 0; ; attempt++) {
     const backend = route.backend(lease.backend)
     tried.add(backend.name)
+    let response: Dispatcher.ResponseData
     try {
       signal.throwIfAborted()
-      const response = await backend.pool.request({
-        path: backend.pathFor('/v1/chat/completions'),
-        method: 'POST',
-        headers: withBackendAuth(job.headers, backend),
-        body: job.payload,
-        signal,
-      })
-      return { lease, backend, statusCode: response.statusCode, headers: response.headers, body: response.body, retries: attempt }
+      response = await backend.pool.request({ path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload, signal })
     } catch (error) {
       lease.release()
       if (signal.aborted) throw error
       const reason = classifyUpstreamFailure(error)
       job.onFailure(backend, reason)
-      const failure = upstreamError(reason, `backend "${backend.name}"`, error)
-      const next = isRetryable(reason) && attempt < route.settings.retries ? await slots.tryAcquire(tried, choose) : null
-      if (next === null) throw failure
+      const next = isRetryable(reason) ? await retryOn(tried, attempt) : null
+      if (next === null) throw upstreamError(reason, `backend "${backend.name}"`, error)
       lease = next
+      continue
     }
+    if (response.statusCode >= 500) job.onFailure(backend, 'status_5xx')
+    else job.onSuccess(backend)
+    const next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null
+    if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, body: response.body, retries: attempt }
+    await response.body.dump().catch(() => undefined)
+    lease.release()
+    lease = next
   }
 }
 

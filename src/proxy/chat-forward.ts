@@ -11,8 +11,10 @@ import type { GatewayContext } from '../context.js'
 import { classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
-import type { KeyTicket } from '../state/store.js'
-import { dispatchChat, type ChatAnswer } from './chat-dispatch.js'
+import type { KeyTicket, ModelSlots } from '../state/store.js'
+import type { BackendStats } from '../routing/balancers/balancer.js'
+import { dispatchChat, type AttemptOutcome, type ChatAnswer } from './chat-dispatch.js'
+import type { PassiveFailure } from '../routing/health-state.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream } from './headers.js'
 import { relaySse } from './sse-relay.js'
 import { usageOfJsonBody, type TokenUsage } from './stream-usage.js'
@@ -25,6 +27,8 @@ export interface ChatForward {
   /** The gateway added `include_usage` for its own accounting: hide it from the client. */
   readonly stripInjectedUsage: boolean
   readonly ticket: KeyTicket
+  /** Prefix-affinity key of the prompt (null when the model does not balance by prefix). */
+  readonly affinityKey: string | null
 }
 
 export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward): Promise<FastifyReply> {
@@ -34,14 +38,21 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   })
   let answer: ChatAnswer
   try {
+    const slots = ctx.state.slots.get(job.route.name)!
     answer = await dispatchChat({
       route: job.route,
-      slots: ctx.state.slots.get(job.route.name)!,
+      slots,
+      choose: (names) => job.route.choose(names, { affinityKey: job.affinityKey }, backendStats(ctx, job.route, slots, names), ctx.random),
       priority: job.priority,
       payload: JSON.stringify(job.upstreamBody),
       headers: { ...forwardedRequestHeaders(request.headers), 'content-type': 'application/json', 'x-request-id': job.requestId },
       signal: client.signal,
-      onFailure: (backend, reason) => ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason }),
+      now: () => ctx.clock.now(),
+      onFailure: (backend, outcome) => {
+        ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason: outcome })
+        ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome))
+      },
+      onSuccess: (backend) => ctx.monitor.reportSuccess(backend),
     })
   } catch (error) {
     job.ticket.release()
@@ -61,6 +72,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       onUpstreamError: (error) => {
         const failure = upstreamError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason: 'mid_stream' })
+        ctx.monitor.reportFailure(job.route, answer.backend, 'status')
         request.log.warn({ err: error, backend: answer.backend.name }, 'backend failed mid-stream')
         request.facts.errorCode = failure.code
         return failure.toBody()
@@ -103,6 +115,20 @@ function settlement(ctx: GatewayContext, request: FastifyRequest, job: ChatForwa
     request.facts.tokens = usage
     job.ticket.chargeTokens(usage.prompt + usage.completion).catch((error: unknown) => request.log.warn({ err: error }, 'charging tokens failed'))
   }
+}
+
+/** What the balancer knows of each candidate: in flight here, and the backend's own queue if fresh. */
+function backendStats(ctx: GatewayContext, route: ModelRoute, slots: ModelSlots, names: readonly string[]): Map<string, BackendStats> {
+  return new Map(
+    names.map((name) => {
+      const load = ctx.monitor.freshLoad(route.backend(name), route)
+      return [name, { inFlight: slots.inFlight(name), backendWaiting: load?.waiting, backendRunning: load?.running, kvCacheUsage: load?.kvCacheUsage }]
+    }),
+  )
+}
+
+function passiveFailureOf(outcome: AttemptOutcome): PassiveFailure {
+  return outcome === 'connect' ? 'connect' : outcome === 'timeout' ? 'timeout' : 'status'
 }
 
 function isEventStream(contentType: string | string[] | undefined): boolean {

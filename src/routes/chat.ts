@@ -8,6 +8,7 @@ import { ChatCompletionRequest, type ChatCompletionBody } from '../schemas/chat.
 import { findRuleViolation } from '../schemas/chat-rules.js'
 import { normalizeChat, withStreamUsage } from '../schemas/normalize-chat.js'
 import { admitKey } from '../scheduling/key-policy.js'
+import { affinityKey } from '../routing/balancers/prefix-affinity.js'
 import { chooseRequestId } from '../schemas/request-id.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { forwardChat } from '../proxy/chat-forward.js'
@@ -37,8 +38,9 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   request.facts.requestId = requestId
   const { body: upstreamBody, injected } = withStreamUsage(normalizeChat(body, route.settings.served_name, requestId))
   const priority = body.priority ?? 0
+  const affinity = route.settings.balance === 'prefix_affinity' ? affinityKey(body) : null
   const ticket = await admitKey(ctx.state, ctx.metrics, request.facts.principal, priority)
-  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId, priority, stripInjectedUsage: injected, ticket })
+  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity })
 }
 
 function resolveModel(ctx: GatewayContext, requested: string | null | undefined): ModelRoute {

@@ -6,7 +6,8 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: GatewayContext)
   app.get('/healthz', { config: { family: 'service' } }, async () => ({ status: 'ok' }))
 
   app.get('/readyz', { config: { family: 'service' } }, async (_request, reply) => {
-    const modelsWithoutBackend = [...ctx.models.values()].filter((m) => !m.backends.some((b) => b.healthy)).map((m) => m.name)
+    const now = ctx.clock.now()
+    const modelsWithoutBackend = [...ctx.models.values()].filter((m) => !m.hasUsableBackend(now)).map((m) => m.name)
     const ready = modelsWithoutBackend.length === 0
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', models_without_healthy_backend: modelsWithoutBackend })
   })

@@ -1,6 +1,8 @@
 /** One configured model server: its settings, its connection pool, its state. */
 import { Pool } from 'undici'
 import type { BackendSettings, ModelSettings } from '../config/resolve.js'
+import { INITIAL_HEALTH, isUsable, type HealthState } from './health-state.js'
+import type { VllmLoad } from './vllm-load.js'
 
 export class Backend {
   readonly model: string
@@ -9,7 +11,10 @@ export class Backend {
   readonly weight: number
   readonly apiKey: string | undefined
   readonly pool: Pool
-  healthy = true
+  /** Written by the backend monitor (active checks) and by real traffic (passive). */
+  health: HealthState = INITIAL_HEALTH
+  /** The backend's own load from its /metrics, with when it was read. */
+  load: { readonly value: VllmLoad; readonly at: number } | null = null
 
   constructor(settings: BackendSettings, model: ModelSettings) {
     this.model = model.name
@@ -23,9 +28,13 @@ export class Backend {
       connections: model.max_concurrency_per_backend + 2,
       connect: { timeout: model.timeouts.connect_ms },
       headersTimeout: model.timeouts.first_byte_ms,
-      bodyTimeout: model.timeouts.first_byte_ms,
+      bodyTimeout: model.timeouts.idle_ms,
       keepAliveTimeout: 30_000,
     })
+  }
+
+  usable(now: number): boolean {
+    return isUsable(this.health, now)
   }
 
   /** The backend URL's own path prefix, if it was configured with one (`http://h/prefix`). */

@@ -4,7 +4,8 @@
  */
 import type { ModelSettings } from '../config/resolve.js'
 import { Backend } from './backend.js'
-import { pickSmoothWeighted } from './balancers/round-robin.js'
+import type { BackendStats, BalancerRequest, Rng } from './balancers/balancer.js'
+import { pickBackend } from './balancers/pick.js'
 
 export class ModelRoute {
   readonly settings: ModelSettings
@@ -20,8 +21,8 @@ export class ModelRoute {
     return this.settings.name
   }
 
-  hasUsableBackend(): boolean {
-    return this.backends.some((b) => b.healthy)
+  hasUsableBackend(now: number): boolean {
+    return this.backends.some((b) => b.usable(now))
   }
 
   /** The backend of that name (names come from this model's own configuration). */
@@ -31,12 +32,12 @@ export class ModelRoute {
     return found
   }
 
-  /** The balancer's pick among backends that have a free slot (given by name). */
-  choose(names: readonly string[]): string {
+  /** The configured balancer's pick among backends that have a free slot (given by name). */
+  choose(names: readonly string[], request: BalancerRequest, stats: ReadonlyMap<string, BackendStats>, rng: Rng): string {
     const candidates = this.backends.filter((b) => names.includes(b.name))
     if (candidates.length === 0) throw new Error(`model "${this.name}": no candidate among ${names.join(', ')}`)
-    const { index, current } = pickSmoothWeighted(candidates, this.#roundRobin)
-    this.#roundRobin = current
+    const { index, roundRobinState } = pickBackend(this.settings.balance, candidates, stats, request, rng, this.#roundRobin)
+    this.#roundRobin = roundRobinState
     return candidates[index]!.name
   }
 

@@ -1,0 +1,139 @@
+/**
+ * Watches every backend: an active health check and a read of its
+ * `/metrics` every `health.interval_ms` (the first at start, so `/readyz`
+ * settles within seconds), and the passive signals real traffic reports.
+ * Publishes what it learns: `sluice_backend_up`, and a wake-up for the
+ * model's queue when a backend can take requests again.
+ */
+import type { Logger } from 'pino'
+import type { Clock } from '../context.js'
+import type { Metrics } from '../metrics/registry.js'
+import type { Backend } from './backend.js'
+import { afterActiveCheck, afterPassiveFailure, afterPassiveSuccess, type HealthSettings, type PassiveFailure } from './health-state.js'
+import type { ModelRoute } from './model-route.js'
+import { readVllmLoad } from './vllm-load.js'
+
+/** Longest a probe may take: a health check slower than this counts as failed. */
+const MAX_PROBE_MS = 5000
+/** Backend load older than this many intervals is ignored. */
+const STALE_INTERVALS = 3
+
+export interface MonitorHooks {
+  /** A backend of this model may have become usable: re-examine its queue. */
+  readonly wake: (model: string) => void
+}
+
+export class BackendMonitor {
+  readonly #models: ReadonlyMap<string, ModelRoute>
+  readonly #clock: Clock
+  readonly #metrics: Metrics
+  readonly #logger: Logger
+  readonly #hooks: MonitorHooks
+  readonly #timers = new Set<NodeJS.Timeout>()
+  #stopped = false
+
+  constructor(models: ReadonlyMap<string, ModelRoute>, clock: Clock, metrics: Metrics, logger: Logger, hooks: MonitorHooks) {
+    this.#models = models
+    this.#clock = clock
+    this.#metrics = metrics
+    this.#logger = logger
+    this.#hooks = hooks
+  }
+
+  start(): void {
+    for (const route of this.#models.values()) {
+      for (const backend of route.backends) void this.#probeLoop(route, backend)
+    }
+  }
+
+  stop(): void {
+    this.#stopped = true
+    for (const timer of this.#timers) clearTimeout(timer)
+    this.#timers.clear()
+  }
+
+  /** The backend's load if it was read recently enough to trust. */
+  freshLoad(backend: Backend, route: ModelRoute) {
+    const maxAge = route.settings.health.interval_ms * STALE_INTERVALS
+    return backend.load !== null && this.#clock.now() - backend.load.at <= maxAge ? backend.load.value : undefined
+  }
+
+  reportSuccess(backend: Backend): void {
+    backend.health = afterPassiveSuccess(backend.health)
+  }
+
+  reportFailure(route: ModelRoute, backend: Backend, failure: PassiveFailure): void {
+    this.#update(route, backend, () => afterPassiveFailure(backend.health, failure, settingsOf(route), this.#clock.now()))
+    const reopensIn = backend.health.ejectedUntil - this.#clock.now()
+    if (reopensIn > 0) this.#after(reopensIn, () => this.#publish(route, backend))
+  }
+
+  async #probeLoop(route: ModelRoute, backend: Backend): Promise<void> {
+    if (this.#stopped) return
+    const [healthy] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
+    this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)))
+    this.#after(route.settings.health.interval_ms, () => void this.#probeLoop(route, backend))
+  }
+
+  async #checkHealth(route: ModelRoute, backend: Backend): Promise<boolean> {
+    const body = await this.#get(backend, route.settings.health.path, route)
+    return body !== null
+  }
+
+  async #readLoad(route: ModelRoute, backend: Backend): Promise<void> {
+    const text = await this.#get(backend, '/metrics', route)
+    if (text === null) return
+    try {
+      backend.load = { value: readVllmLoad(text), at: this.#clock.now() }
+    } catch (error) {
+      this.#logger.debug({ err: error, model: route.name, backend: backend.name }, 'unreadable backend metrics')
+    }
+  }
+
+  /** The body of a 2xx answer, or null for anything else (including no answer in time). */
+  async #get(backend: Backend, path: string, route: ModelRoute): Promise<string | null> {
+    const timeout = Math.min(route.settings.health.interval_ms, MAX_PROBE_MS)
+    try {
+      const response = await backend.pool.request({
+        method: 'GET',
+        path: backend.pathFor(path),
+        headers: backend.apiKey === undefined ? {} : { authorization: `Bearer ${backend.apiKey}` },
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      })
+      const text = await response.body.text()
+      return response.statusCode >= 200 && response.statusCode < 300 ? text : null
+    } catch {
+      return null
+    }
+  }
+
+  #update(route: ModelRoute, backend: Backend, next: () => Backend['health']): void {
+    const wasUsable = backend.usable(this.#clock.now())
+    backend.health = next()
+    const usable = this.#publish(route, backend)
+    if (usable !== wasUsable) this.#logger.warn({ model: route.name, backend: backend.name, up: usable }, usable ? 'backend up' : 'backend down')
+  }
+
+  /** Sets the gauge; wakes the queue when the backend can take requests. */
+  #publish(route: ModelRoute, backend: Backend): boolean {
+    const usable = backend.usable(this.#clock.now())
+    this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, usable ? 1 : 0)
+    if (usable) this.#hooks.wake(route.name)
+    return usable
+  }
+
+  #after(ms: number, run: () => void): void {
+    if (this.#stopped) return
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer)
+      run()
+    }, ms)
+    timer.unref()
+    this.#timers.add(timer)
+  }
+}
+
+function settingsOf(route: ModelRoute): HealthSettings {
+  return { unhealthyAfter: route.settings.health.unhealthy_after, intervalMs: route.settings.health.interval_ms }
+}

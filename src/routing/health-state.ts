@@ -1,0 +1,57 @@
+/**
+ * A backend's health as pure transitions. Two sources feed it:
+ *
+ * - active checks (`health.path` every `interval_ms`): `unhealthy_after`
+ *   consecutive failures mark it down; one success marks it up again
+ *   (DESIGN.md: "healthy again after one successful health check");
+ * - real traffic (passive): a connect failure ejects it at once; 5xx answers
+ *   and timeouts eject it after `unhealthy_after` in a row. An ejection lasts
+ *   a cool-down that doubles with each ejection in a row (interval × 2^k,
+ *   capped at 64 intervals) and is forgotten after a success.
+ *
+ * A backend takes new requests only when it is up and not ejected.
+ */
+
+export interface HealthState {
+  readonly up: boolean
+  readonly activeFailures: number
+  readonly passiveFailures: number
+  /** Ejections in a row, for the growing cool-down. */
+  readonly ejections: number
+  /** Ms since the epoch until which the backend takes no new requests. */
+  readonly ejectedUntil: number
+}
+
+export interface HealthSettings {
+  readonly unhealthyAfter: number
+  readonly intervalMs: number
+}
+
+export const INITIAL_HEALTH: HealthState = { up: true, activeFailures: 0, passiveFailures: 0, ejections: 0, ejectedUntil: 0 }
+
+export type PassiveFailure = 'connect' | 'status' | 'timeout'
+
+const MAX_COOL_DOWN_INTERVALS = 64
+
+export function isUsable(state: HealthState, now: number): boolean {
+  return state.up && now >= state.ejectedUntil
+}
+
+export function afterActiveCheck(state: HealthState, ok: boolean, settings: HealthSettings): HealthState {
+  if (ok) return { ...state, up: true, activeFailures: 0 }
+  const activeFailures = state.activeFailures + 1
+  return { ...state, activeFailures, up: state.up && activeFailures < settings.unhealthyAfter }
+}
+
+export function afterPassiveSuccess(state: HealthState): HealthState {
+  if (state.passiveFailures === 0 && state.ejections === 0) return state
+  return { ...state, passiveFailures: 0, ejections: 0 }
+}
+
+export function afterPassiveFailure(state: HealthState, failure: PassiveFailure, settings: HealthSettings, now: number): HealthState {
+  const passiveFailures = state.passiveFailures + 1
+  const eject = failure === 'connect' || passiveFailures >= settings.unhealthyAfter
+  if (!eject) return { ...state, passiveFailures }
+  const coolDown = settings.intervalMs * Math.min(2 ** state.ejections, MAX_COOL_DOWN_INTERVALS)
+  return { ...state, passiveFailures: 0, ejections: state.ejections + 1, ejectedUntil: Math.max(state.ejectedUntil, now + coolDown) }
+}
