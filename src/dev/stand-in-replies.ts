@@ -27,11 +27,11 @@ export function modelsBody(modelName: string, created: number): Record<string, u
 }
 
 /** The three gauges a load-aware balancer reads, printed as floats like vLLM's prometheus_client does. */
-export function metricsText(modelName: string, running: number): string {
+export function metricsText(modelName: string, running: number, waiting = 0): string {
   const labels = `{model_name="${modelName.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"}`
   return [
     gauge('vllm:num_requests_running', 'Number of requests in model execution batches.', labels, running),
-    gauge('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', labels, 0),
+    gauge('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', labels, waiting),
     gauge('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', labels, 0),
   ].join('')
 }

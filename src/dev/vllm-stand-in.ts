@@ -32,6 +32,8 @@ export interface StandInOptions {
   port?: number
   /** Served model name reported by /v1/models (default 'stand-in-model'). */
   modelName?: string
+  /** `vllm:num_requests_waiting` to report in /metrics (default 0), to simulate a backend with its own queue. */
+  reportWaiting?: number
   /** Hold every chat request (emitting 'held') until `releaseHeld()` lets it be answered. */
   hold?: boolean
 }
@@ -163,7 +165,7 @@ class StandInServer implements VllmStandIn {
       return void res.end()
     }
     if (method === 'GET' && path === '/metrics') {
-      const text = metricsText(this.#modelName(), this.#inFlight)
+      const text = metricsText(this.#modelName(), this.#inFlight, this.options.reportWaiting ?? 0)
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' })
       return void res.end(text)
     }
