@@ -24,7 +24,9 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
         model: facts.model === '' ? null : facts.model,
         backend: facts.backend,
         status,
-        duration_ms: Math.round(reply.elapsedTime * 10) / 10,
+        duration_ms: round(reply.elapsedTime),
+        queue_wait_ms: facts.queueWaitMs === null ? null : round(facts.queueWaitMs),
+        ttft_ms: facts.ttftMs === null ? null : round(facts.ttftMs),
         retries: facts.retries,
         prompt_tokens: facts.tokens?.prompt ?? null,
         completion_tokens: facts.tokens?.completion ?? null,
@@ -33,4 +35,8 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
       'request completed',
     )
   })
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 10) / 10
 }

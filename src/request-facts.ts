@@ -20,6 +20,10 @@ export interface RequestFacts {
   errorCode: string | null
   /** Token usage the answer reported, when it did. */
   tokens: { readonly prompt: number; readonly completion: number } | null
+  /** Streams: ms from receiving the request to the first content chunk sent. */
+  ttftMs: number | null
+  /** Ms the request waited for a slot. */
+  queueWaitMs: number | null
 }
 
 declare module 'fastify' {
@@ -33,5 +37,5 @@ declare module 'fastify' {
 }
 
 export function newRequestFacts(route: RouteFamily, requestId: string): RequestFacts {
-  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null, tokens: null }
+  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null, tokens: null, ttftMs: null, queueWaitMs: null }
 }

@@ -30,6 +30,13 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS,
       registers,
     }),
+    timeToFirstToken: new Histogram({
+      name: 'sluice_time_to_first_token_seconds',
+      help: 'Streams: from receiving the request to the first content chunk leaving the gateway.',
+      labelNames: ['model'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
     inflight: new Gauge({
       name: 'sluice_inflight_requests',
       help: 'Requests being answered by a backend right now.',

@@ -61,6 +61,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   }
   request.facts.backend = answer.backend.name
   request.facts.retries = answer.retries
+  request.facts.queueWaitMs = answer.lease.waitedMs
   const settle = settlement(ctx, request, job, answer)
   const responseHeaders = { ...responseHeadersFromUpstream(answer.headers), 'x-request-id': job.requestId }
 
@@ -69,6 +70,10 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       clientGone: () => client.signal.aborted,
       stripInjectedUsage: job.stripInjectedUsage,
       onUsage: settle,
+      onFirstContent: () => {
+        request.facts.ttftMs = reply.elapsedTime
+        ctx.metrics.timeToFirstToken.observe({ model: job.route.name }, reply.elapsedTime / 1000)
+      },
       onUpstreamError: (error) => {
         const failure = upstreamError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason: 'mid_stream' })

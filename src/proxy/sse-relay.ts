@@ -12,7 +12,7 @@
 import { Readable } from 'node:stream'
 import type { ErrorBody } from '../errors/gateway-error.js'
 import { SseEventSplitter } from './sse-events.js'
-import { inspectEvent, type TokenUsage } from './stream-usage.js'
+import { carriesContent, inspectEvent, type TokenUsage } from './stream-usage.js'
 
 export interface SseRelayHooks {
   /** Called once with the error that ended the upstream body early. Returns the error event's body. */
@@ -23,19 +23,27 @@ export interface SseRelayHooks {
   readonly stripInjectedUsage: boolean
   /** Called once at the end with the stream's usage, if it reported any. */
   readonly onUsage: (usage: TokenUsage | null) => void
+  /** Called once when the first event with generated output is handed to the client. */
+  readonly onFirstContent: () => void
 }
 
 export function relaySse(upstream: AsyncIterable<Buffer>, hooks: SseRelayHooks): Readable {
   async function* relay(): AsyncGenerator<Buffer> {
     const splitter = new SseEventSplitter()
     let usage: TokenUsage | null = null
+    let contentSeen = false
     try {
       for await (const chunk of upstream) {
         const out: Buffer[] = []
         for (const event of splitter.push(chunk)) {
           const verdict = inspectEvent(event, hooks.stripInjectedUsage)
           if (verdict.usage !== null) usage = verdict.usage
-          if (verdict.forward !== null) out.push(verdict.forward)
+          if (verdict.forward === null) continue
+          out.push(verdict.forward)
+          if (!contentSeen && carriesContent(verdict.forward)) {
+            contentSeen = true
+            hooks.onFirstContent()
+          }
         }
         if (out.length > 0) yield out.length === 1 ? out[0]! : Buffer.concat(out)
       }

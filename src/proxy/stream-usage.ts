@@ -29,6 +29,13 @@ export function usageOfJsonBody(body: Buffer): TokenUsage | null {
 }
 
 const USAGE_KEY = Buffer.from('"usage":')
+/** A delta with generated text, reasoning or a tool call: the role-only first chunk does not count. */
+const CONTENT_DELTA = /"(?:content|reasoning_content|reasoning)":"[^"]|"tool_calls":\[\{/
+
+/** Whether an event carries generated output (for time to first token). */
+export function carriesContent(event: Buffer): boolean {
+  return CONTENT_DELTA.test(event.toString('utf8'))
+}
 const TRAILING_NULL_USAGE = /,"usage":null\}(\r?\n\r?\n)$/
 
 export interface EventVerdict {
