@@ -7,6 +7,7 @@ import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
 import { buildApp } from './app.js'
 import { buildContext, type ContextOverrides, type GatewayContext } from './context.js'
+import { trackConnections } from './connection-drain.js'
 
 export interface RunningGateway {
   readonly url: string
@@ -18,6 +19,7 @@ export interface RunningGateway {
 export async function startGateway(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): Promise<RunningGateway> {
   const context = buildContext(config, logger, overrides)
   const { app, startDraining } = await buildApp(context)
+  const connections = trackConnections(app.server)
   await app.listen({ host: config.server.host, port: config.server.port })
   context.monitor.start()
   const address = app.server.address()
@@ -29,6 +31,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     startDraining()
     // Waiting requests are answered 503 at once; in-flight ones get the grace period.
     context.state.close()
+    connections.drain()
     const grace = setTimeout(() => {
       logger.warn({ grace_ms: config.server.shutdown_grace_ms }, 'grace period over: closing remaining connections')
       app.server.closeAllConnections()

@@ -20,8 +20,9 @@ export const WINDOW_MS = 60_000
 
 export function refill(bucket: Bucket | undefined, perMinute: number, now: number): Bucket {
   if (bucket === undefined) return { level: perMinute, at: now }
-  const elapsed = Math.max(0, now - bucket.at)
-  return { level: Math.min(perMinute, bucket.level + (elapsed * perMinute) / WINDOW_MS), at: now }
+  // A clock that steps back must not let the same interval be counted twice.
+  if (now <= bucket.at) return bucket
+  return { level: Math.min(perMinute, bucket.level + ((now - bucket.at) * perMinute) / WINDOW_MS), at: now }
 }
 
 /** Milliseconds until the bucket holds `needed`, 0 when it already does. */
@@ -35,7 +36,7 @@ export type Take = { readonly ok: true; readonly bucket: Bucket } | { readonly o
 /** Takes one request from a requests-per-minute bucket. */
 export function takeRequest(bucket: Bucket | undefined, perMinute: number, now: number): Take {
   const current = refill(bucket, perMinute, now)
-  if (current.level >= 1) return { ok: true, bucket: { level: current.level - 1, at: now } }
+  if (current.level >= 1) return { ok: true, bucket: { level: current.level - 1, at: current.at } }
   return { ok: false, bucket: current, retryAfterMs: waitFor(current, 1, perMinute) }
 }
 
@@ -49,5 +50,5 @@ export function checkTokens(bucket: Bucket | undefined, perMinute: number, now: 
 
 export function chargeTokens(bucket: Bucket | undefined, perMinute: number, tokens: number, now: number): Bucket {
   const current = refill(bucket, perMinute, now)
-  return { level: current.level - tokens, at: now }
+  return { level: current.level - tokens, at: current.at }
 }

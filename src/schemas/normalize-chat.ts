@@ -22,5 +22,9 @@ export function normalizeChat(body: ChatCompletionBody, servedName: string, requ
  */
 export function withStreamUsage(body: ChatCompletionBody): { body: ChatCompletionBody; injected: boolean } {
   if (body.stream !== true || body.stream_options?.include_usage === true) return { body, injected: false }
-  return { body: { ...body, stream_options: { ...(body.stream_options ?? {}), include_usage: true } }, injected: true }
+  // continuous_usage_stats has no effect without include_usage; once the
+  // gateway sets include_usage it would put usage on every chunk, so it is
+  // turned off to keep the client's stream as it would have been.
+  const stream_options = { ...(body.stream_options ?? {}), include_usage: true, continuous_usage_stats: false }
+  return { body: { ...body, stream_options }, injected: true }
 }

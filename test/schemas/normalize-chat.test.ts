@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest'
 import type { ChatCompletionBody } from '../../src/schemas/chat.js'
-import { normalizeChat } from '../../src/schemas/normalize-chat.js'
+import { normalizeChat, withStreamUsage } from '../../src/schemas/normalize-chat.js'
 
 const USER = [{ role: 'user', content: 'hi' }]
 
@@ -63,5 +63,26 @@ describe('normalizeChat', () => {
     const snapshot = structuredClone(input)
     normalizeChat(input, 'served', 'r')
     expect(input).toEqual(snapshot)
+  })
+})
+
+describe('withStreamUsage', () => {
+  it('asks a stream for usage when the client did not, and says so', () => {
+    const { body: out, injected } = withStreamUsage(body({ stream: true }))
+    expect(injected).toBe(true)
+    expect(out.stream_options).toEqual({ include_usage: true, continuous_usage_stats: false })
+  })
+
+  it('turns continuous usage off when it adds include_usage (it had no effect for the client)', () => {
+    const { body: out, injected } = withStreamUsage(body({ stream: true, stream_options: { continuous_usage_stats: true } }))
+    expect(injected).toBe(true)
+    expect(out.stream_options).toEqual({ include_usage: true, continuous_usage_stats: false })
+  })
+
+  it('leaves a stream that asked for usage, and any non-stream, unchanged', () => {
+    const asked = body({ stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } })
+    expect(withStreamUsage(asked)).toEqual({ body: asked, injected: false })
+    const whole = body({ stream: false })
+    expect(withStreamUsage(whole)).toEqual({ body: whole, injected: false })
   })
 })

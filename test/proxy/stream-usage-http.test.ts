@@ -1,0 +1,176 @@
+/**
+ * Token usage through real HTTP (DESIGN.md chat path step 4): the gateway
+ * asks a stream for `include_usage` on the client's behalf and hides what that
+ * adds, counts every answer's tokens in /metrics under the key's id, and logs
+ * them on the access log line.
+ */
+import { afterEach, describe, expect, it } from 'vitest'
+import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
+
+const key = makeKey('team-a', ['chat'])
+const other = makeKey('team-b', ['chat'])
+const cleanups: (() => Promise<unknown>)[] = []
+
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
+  const server = await startVllmStandIn(options)
+  cleanups.push(() => server.close())
+  return server
+}
+
+async function gateway(backend: VllmStandIn): Promise<TestGateway> {
+  const gw = await startTestGateway({
+    server: { shutdown_grace_ms: 1000 },
+    auth: { keys: [key.entry, other.entry] },
+    models: [{ name: 'm', served_name: 'stand-in-model', backends: [{ url: backend.url, name: 'b1' }] }],
+  })
+  cleanups.push(() => gw.shutdown())
+  return gw
+}
+
+/** 'Hello there' is 11 characters: the stand-in counts ceil(11 / 4) = 3 prompt tokens. */
+const messages = [{ role: 'user', content: 'Hello there' }]
+const PROMPT_TOKENS = 3
+
+function viaGateway(gw: TestGateway, body: Record<string, unknown>, requestId: string, as: TestKey = key): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${as.token}`, 'content-type': 'application/json', 'x-request-id': requestId },
+    body: JSON.stringify({ model: 'm', messages, ...body }),
+  })
+}
+
+/** The same request sent straight to the stand-in, as a client would without the gateway. */
+function direct(backend: VllmStandIn, body: Record<string, unknown>, requestId: string): Promise<Response> {
+  return fetch(`${backend.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-request-id': requestId },
+    body: JSON.stringify({ model: 'stand-in-model', messages, ...body }),
+  })
+}
+
+/** `created` is the second the answer was made: the only byte that may differ between two runs. */
+const withoutCreated = (text: string) => text.replace(/"created":\d+/g, '"created":0')
+
+function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`)
+  for (const line of text.split('\n')) {
+    const match = /^([a-z_]+)\{([^}]*)\} (\S+)$/.exec(line)
+    if (match === null || match[1] !== name) continue
+    if (wanted.every((pair) => match[2]!.split(',').includes(pair))) return Number(match[3])
+  }
+  return undefined
+}
+
+/** Polls /metrics until every listed token series has its expected value (bounded), then returns them all. */
+async function tokenSeries(gw: TestGateway, expected: Record<string, number>): Promise<Record<string, number | undefined>> {
+  const deadline = Date.now() + 5000
+  let seen: Record<string, number | undefined> = {}
+  while (Date.now() < deadline) {
+    const text = await (await fetch(`${gw.url}/metrics`)).text()
+    seen = {}
+    for (const series of Object.keys(expected)) {
+      const [keyId, kind] = series.split('/') as [string, string]
+      seen[series] = metricValue(text, 'sluice_tokens_total', { model: 'm', key: keyId, kind })
+    }
+    if (Object.entries(expected).every(([series, value]) => seen[series] === value)) break
+  }
+  return seen
+}
+
+/** The access log line of one request, once written (it is written when the response closes). */
+async function accessLine(gw: TestGateway, requestId: string): Promise<Record<string, unknown> | undefined> {
+  const deadline = Date.now() + 5000
+  while (Date.now() < deadline) {
+    const line = gw.logLines().find((l) => l.msg === 'request completed' && l.request_id === requestId)
+    if (line !== undefined) return line
+    await new Promise<void>((resolve) => setImmediate(resolve))
+  }
+  return undefined
+}
+
+function dataEvents(text: string): string[] {
+  return text.split(/\r?\n\r?\n/).filter((e) => e.startsWith('data: '))
+}
+
+describe('a stream whose client did not ask for usage', () => {
+  for (const [name, extra] of [
+    ['without stream_options', {}],
+    ['with include_usage: false', { stream_options: { include_usage: false } }],
+  ] as const) {
+    it(`${name}: the gateway asks for usage and the client gets exactly what the backend would have sent`, async () => {
+      const backend = await standIn({ tokens: 4 })
+      const gw = await gateway(backend)
+      const body = { stream: true, ...extra }
+
+      const expected = await (await direct(backend, body, 'same-id')).text()
+      const response = await viaGateway(gw, body, 'same-id')
+      const text = await response.text()
+
+      expect(response.status).toBe(200)
+      const forwarded = backend.received[1]?.body as { stream_options?: { include_usage?: unknown } }
+      expect(forwarded.stream_options?.include_usage).toBe(true)
+      expect(text).not.toContain('"choices":[]')
+      expect(text).not.toContain('"usage"')
+      expect(expected).not.toContain('"usage"')
+      expect(withoutCreated(text)).toBe(withoutCreated(expected))
+      expect(dataEvents(text).at(-1)).toBe('data: [DONE]')
+    })
+  }
+})
+
+describe('a stream whose client asked for usage', () => {
+  it('gets the usage chunk and the usage members unchanged', async () => {
+    const backend = await standIn({ tokens: 4 })
+    const gw = await gateway(backend)
+    const body = { stream: true, stream_options: { include_usage: true } }
+
+    const expected = await (await direct(backend, body, 'same-id')).text()
+    const text = await (await viaGateway(gw, body, 'same-id')).text()
+
+    expect(withoutCreated(text)).toBe(withoutCreated(expected))
+    const usageChunks = dataEvents(text).filter((e) => e.includes('"choices":[]'))
+    expect(usageChunks).toHaveLength(1)
+    expect(JSON.parse(usageChunks[0]!.slice('data: '.length)).usage).toEqual({ prompt_tokens: PROMPT_TOKENS, completion_tokens: 4, total_tokens: PROMPT_TOKENS + 4 })
+    expect(text).toContain('"usage":null')
+  })
+})
+
+describe('token accounting', () => {
+  it('counts prompt and completion tokens of whole and streamed answers in sluice_tokens_total, by key id', async () => {
+    const backend = await standIn({ tokens: 5 })
+    const gw = await gateway(backend)
+
+    const whole = (await (await viaGateway(gw, {}, 'whole')).json()) as { usage: { completion_tokens: number } }
+    expect(whole.usage.completion_tokens).toBe(5)
+    await (await viaGateway(gw, { stream: true, max_tokens: 3 }, 'stream-hidden-usage')).text()
+    await (await viaGateway(gw, { stream: true, stream_options: { include_usage: true }, max_tokens: 4 }, 'stream-usage')).text()
+    await (await viaGateway(gw, { max_tokens: 2 }, 'other-key', other)).text()
+
+    const expected = {
+      'team-a/prompt': 3 * PROMPT_TOKENS,
+      'team-a/completion': 5 + 3 + 4,
+      'team-b/prompt': PROMPT_TOKENS,
+      'team-b/completion': 2,
+    }
+    expect(await tokenSeries(gw, expected)).toEqual(expected)
+  })
+
+  it('writes the tokens on the access log line of whole and streamed answers', async () => {
+    const backend = await standIn({ tokens: 6 })
+    const gw = await gateway(backend)
+
+    await (await viaGateway(gw, {}, 'log-whole')).text()
+    await (await viaGateway(gw, { stream: true }, 'log-stream')).text()
+
+    const whole = await accessLine(gw, 'log-whole')
+    const stream = await accessLine(gw, 'log-stream')
+    expect(whole).toMatchObject({ status: 200, principal: 'team-a', model: 'm', backend: 'b1', prompt_tokens: PROMPT_TOKENS, completion_tokens: 6 })
+    expect(stream).toMatchObject({ status: 200, principal: 'team-a', model: 'm', backend: 'b1', prompt_tokens: PROMPT_TOKENS, completion_tokens: 6 })
+    expect(gw.logText()).not.toContain(key.token)
+  })
+})

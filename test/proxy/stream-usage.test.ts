@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest'
+import { inspectEvent, usageOfJsonBody } from '../../src/proxy/stream-usage.js'
+
+const header = '"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m"'
+const contentChunk = `data: {${header},"choices":[{"index":0,"delta":{"content":"tok0 "},"logprobs":null,"finish_reason":null}]}\n\n`
+const contentChunkWithNullUsage = `data: {${header},"choices":[{"index":0,"delta":{"content":"tok0 "},"logprobs":null,"finish_reason":null}],"usage":null}\n\n`
+const usageOnly = `data: {${header},"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7,"total_tokens":10}}\n\n`
+
+const event = (text: string) => Buffer.from(text, 'utf8')
+
+describe('inspectEvent', () => {
+  it('leaves events without usage untouched, byte for byte, whether stripping or not', () => {
+    for (const text of [contentChunk, 'data: [DONE]\n\n', ': keep-alive\n\n', 'data: {"choices":[]}\r\n\r\n', 'data: not json\n\n']) {
+      for (const strip of [false, true]) {
+        const input = event(text)
+        const verdict = inspectEvent(input, strip)
+        expect(verdict.usage).toBeNull()
+        expect(verdict.forward?.equals(input), `${JSON.stringify(text)} strip=${strip}`).toBe(true)
+      }
+    }
+  })
+
+  it('reads the usage of the usage-only chunk and forwards it unchanged when not stripping', () => {
+    const input = event(usageOnly)
+    const verdict = inspectEvent(input, false)
+    expect(verdict.usage).toEqual({ prompt: 3, completion: 7 })
+    expect(verdict.forward?.equals(input)).toBe(true)
+  })
+
+  it('drops the usage-only chunk when stripping, still reporting its usage', () => {
+    expect(inspectEvent(event(usageOnly), true)).toEqual({ forward: null, usage: { prompt: 3, completion: 7 } })
+    const crlf = usageOnly.replace(/\n\n$/, '\r\n\r\n')
+    expect(inspectEvent(event(crlf), true)).toEqual({ forward: null, usage: { prompt: 3, completion: 7 } })
+  })
+
+  it('removes a trailing ,"usage":null only when stripping', () => {
+    const input = event(contentChunkWithNullUsage)
+    expect(inspectEvent(input, false).forward?.equals(input)).toBe(true)
+
+    const stripped = inspectEvent(input, true)
+    expect(stripped.usage).toBeNull()
+    expect(stripped.forward?.toString('utf8')).toBe(contentChunk)
+  })
+
+  it('keeps the line ending of an event whose trailing "usage":null it removes', () => {
+    const crlf = contentChunkWithNullUsage.replace(/\n\n$/, '\r\n\r\n')
+    expect(inspectEvent(event(crlf), true).forward?.toString('utf8')).toBe(contentChunk.replace(/\n\n$/, '\r\n\r\n'))
+  })
+
+  it('does not treat a chunk with choices as usage-only, even when stripping', () => {
+    const withBoth = `data: {${header},"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\n\n`
+    const verdict = inspectEvent(event(withBoth), true)
+    expect(verdict.forward).not.toBeNull()
+    expect(verdict.usage).toEqual({ prompt: 1, completion: 2 })
+  })
+
+  it('reads usage from data spread over several data: lines', () => {
+    const split = `data: {${header},"choices":[],\ndata: "usage":{"prompt_tokens":4,"completion_tokens":5,"total_tokens":9}}\n\n`
+    expect(inspectEvent(event(split), true)).toEqual({ forward: null, usage: { prompt: 4, completion: 5 } })
+  })
+
+  it('forwards an event that contains "usage": but is not JSON unchanged', () => {
+    const input = event('data: {"usage": broken\n\n')
+    for (const strip of [false, true]) expect(inspectEvent(input, strip)).toEqual({ forward: input, usage: null })
+  })
+})
+
+describe('usageOfJsonBody', () => {
+  it('reads prompt and completion tokens of a whole answer', () => {
+    expect(usageOfJsonBody(Buffer.from('{"usage":{"prompt_tokens":11,"completion_tokens":22,"total_tokens":33}}'))).toEqual({ prompt: 11, completion: 22 })
+  })
+
+  it('gives null for a body without usage or that is not JSON', () => {
+    expect(usageOfJsonBody(Buffer.from('{"choices":[]}'))).toBeNull()
+    expect(usageOfJsonBody(Buffer.from('{"usage":null}'))).toBeNull()
+    expect(usageOfJsonBody(Buffer.from('not json'))).toBeNull()
+  })
+})

@@ -1,0 +1,500 @@
+/**
+ * Admission through real HTTP (DESIGN.md chat path step 2, the errors table
+ * and shutdown): a gateway on port 0 in front of a vLLM stand-in that can hold
+ * every request, so the test decides when a slot frees up.
+ */
+import { once } from 'node:events'
+import { connect } from 'node:net'
+import { afterEach, describe, expect, it } from 'vitest'
+import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
+
+const key = makeKey('team-a', ['chat'])
+const cleanups: (() => Promise<unknown>)[] = []
+
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
+  const server = await startVllmStandIn(options)
+  cleanups.push(() => server.close())
+  return server
+}
+
+/** One model "m" on one backend "b1"; a short grace so a failed test never waits 30 s on shutdown. */
+async function gateway(backend: VllmStandIn, model: Record<string, unknown>, keys: readonly TestKey[] = [key], graceMs = 1000): Promise<TestGateway> {
+  const gw = await startTestGateway({
+    server: { shutdown_grace_ms: graceMs },
+    auth: { keys: keys.map((k) => k.entry) },
+    models: [{ name: 'm', served_name: 'stand-in-model', backends: [{ url: backend.url, name: 'b1' }], ...model }],
+  })
+  cleanups.push(() => gw.shutdown())
+  return gw
+}
+
+interface SendOptions {
+  readonly priority?: number
+  readonly as?: TestKey
+  readonly signal?: AbortSignal
+  readonly extra?: Record<string, unknown>
+}
+
+/** A chat request whose message content is `marker`, so the backend's log tells requests apart. */
+function send(gw: TestGateway, marker: string, options: SendOptions = {}): Promise<Response> {
+  const body: Record<string, unknown> = { model: 'm', messages: [{ role: 'user', content: marker }], ...options.extra }
+  if (options.priority !== undefined) body.priority = options.priority
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${(options.as ?? key).token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: options.signal,
+  })
+}
+
+async function errorOf(response: Response): Promise<{ status: number; retryAfter: string | null; error: Record<string, unknown> }> {
+  const body = (await response.json()) as { error: Record<string, unknown> }
+  return { status: response.status, retryAfter: response.headers.get('retry-after'), error: body.error }
+}
+
+function markerOf(received: ReceivedRequest): string {
+  return (received.body as { messages: { content: string }[] }).messages[0]!.content
+}
+
+/** A sample's value in Prometheus text, or undefined when the series is absent. */
+function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`)
+  for (const line of text.split('\n')) {
+    const match = /^([a-z_]+)\{([^}]*)\} (\S+)$/.exec(line)
+    if (match === null || match[1] !== name) continue
+    const present = match[2]!.split(',')
+    if (wanted.every((pair) => present.includes(pair))) return Number(match[3])
+  }
+  return undefined
+}
+
+async function metric(gw: TestGateway, name: string, labels: Record<string, string>): Promise<number | undefined> {
+  const response = await fetch(`${gw.url}/metrics`)
+  return metricValue(await response.text(), name, labels)
+}
+
+/** Polls /metrics (each poll is a real round trip) until the sample equals `expected`; bounded. */
+async function untilMetric(gw: TestGateway, name: string, labels: Record<string, string>, expected: number, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last: number | undefined
+  while (Date.now() < deadline) {
+    last = await metric(gw, name, labels)
+    if (last === expected) return
+  }
+  throw new Error(`${name}${JSON.stringify(labels)} stayed ${last}, expected ${expected}`)
+}
+
+const untilQueueDepth = (gw: TestGateway, depth: number) => untilMetric(gw, 'sluice_queue_depth', { model: 'm' }, depth)
+
+/** Resolves with the next `count` events of that name, in order. */
+function nextEvents(backend: VllmStandIn, event: string, count: number): Promise<ReceivedRequest[]> {
+  return new Promise((resolve) => {
+    const seen: ReceivedRequest[] = []
+    const listener = (received: ReceivedRequest) => {
+      seen.push(received)
+      if (seen.length < count) return
+      backend.events.off(event, listener)
+      resolve(seen)
+    }
+    backend.events.on(event, listener)
+  })
+}
+
+/** Lets one held request answer and returns the request that took its slot. */
+async function releaseOneAndTakeNext(backend: VllmStandIn): Promise<ReceivedRequest> {
+  const next = nextEvents(backend, 'held', 1)
+  expect(backend.releaseHeld(1)).toBe(1)
+  return (await next)[0]!
+}
+
+/** A small deterministic generator (mulberry32), so a failing run can be replayed. */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function expectRetryAfter(value: string | null, min: number, max = Number.POSITIVE_INFINITY): void {
+  expect(value).toMatch(/^\d+$/)
+  expect(Number(value)).toBeGreaterThanOrEqual(min)
+  expect(Number(value)).toBeLessThanOrEqual(max)
+}
+
+describe('the priority queue', () => {
+  it('serves waiting requests lowest priority first, then by arrival, and forwards priority', async () => {
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, { priority_scheduling: true, max_concurrency_per_backend: 2 })
+    const running = nextEvents(backend, 'held', 2)
+    const responses = [send(gw, 'busy-1'), send(gw, 'busy-2')]
+    await running
+
+    const arrivals: [string, number][] = [['p5-a', 5], ['p0-b', 0], ['p5-c', 5], ['pm3-d', -3], ['p0-e', 0]]
+    for (const [index, [marker, priority]] of arrivals.entries()) {
+      responses.push(send(gw, marker, { priority }))
+      await untilQueueDepth(gw, index + 1)
+    }
+    const served: string[] = []
+    for (let i = 0; i < arrivals.length; i++) served.push(markerOf(await releaseOneAndTakeNext(backend)))
+    expect(backend.releaseHeld(2)).toBe(2)
+
+    expect(served).toEqual(['pm3-d', 'p0-b', 'p0-e', 'p5-a', 'p5-c'])
+    expect((await Promise.all(responses)).map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200, 200])
+    const forwarded = new Map(backend.received.map((r) => [markerOf(r), (r.body as { priority?: unknown }).priority]))
+    for (const [marker, priority] of arrivals) expect(forwarded.get(marker)).toBe(priority)
+    await untilQueueDepth(gw, 0)
+  })
+
+  it('never has more requests at a backend than its slots, with 500 concurrent clients and random aborts', async () => {
+    const slots = 4
+    // Streams pace their tokens, so requests overlap at the backend and the bound is really at stake.
+    const backend = await standIn({ tokens: 3, interTokenDelayMs: 1 })
+    const gw = await gateway(backend, { priority_scheduling: true, max_concurrency_per_backend: slots, queue: { max_size: 1000, max_wait_ms: 60000 } })
+    const random = seededRandom(20240611)
+    const abortOnArrival = new Map<string, AbortController>()
+    let maxInFlight = 0
+    backend.events.on('request', (received: ReceivedRequest) => {
+      maxInFlight = Math.max(maxInFlight, backend.inFlight())
+      abortOnArrival.get(markerOf(received))?.abort()
+    })
+
+    type Outcome = { aborted: true } | { aborted: false; status: number }
+    async function one(index: number): Promise<Outcome> {
+      const marker = `r${index}`
+      const priority = Math.floor(random() * 21) - 10
+      const stream = random() < 0.5
+      const roll = random()
+      const depth = 1 + Math.floor(random() * 40)
+      const controller = new AbortController()
+      if (roll < 0.07) {
+        void (async () => {
+          for (let i = 0; i < depth; i++) await Promise.resolve()
+          controller.abort()
+        })()
+      } else if (roll < 0.14) {
+        // Event-loop turns, not time: lets the request get into the gateway's queue first.
+        void (async () => {
+          for (let i = 0; i < depth; i++) await new Promise<void>((resolve) => setImmediate(resolve))
+          controller.abort()
+        })()
+      } else if (roll < 0.2) {
+        abortOnArrival.set(marker, controller)
+      }
+      try {
+        const response = await send(gw, marker, { priority, signal: controller.signal, extra: { stream } })
+        await response.arrayBuffer()
+        return { aborted: false, status: response.status }
+      } catch (error) {
+        if (controller.signal.aborted) return { aborted: true }
+        throw error
+      }
+    }
+
+    const outcomes = await Promise.all(Array.from({ length: 500 }, (_, i) => one(i)))
+
+    expect(maxInFlight).toBeLessThanOrEqual(slots)
+    expect(maxInFlight).toBeGreaterThanOrEqual(2)
+    const answered = outcomes.filter((o) => !o.aborted)
+    expect(outcomes.length - answered.length).toBeGreaterThan(0)
+    expect(answered.map((o) => o.status).filter((s) => s !== 200)).toEqual([])
+    await untilMetric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'b1' }, 0)
+    await untilQueueDepth(gw, 0)
+    expect(backend.received.length).toBeGreaterThanOrEqual(answered.length)
+  })
+})
+
+describe('a full queue', () => {
+  it('turns away the newest request of the worst priority present, which may be the arriving one', async () => {
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, { priority_scheduling: true, max_concurrency_per_backend: 1, queue: { max_size: 2 } })
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, 'busy')
+    await running
+    const worst = send(gw, 'q-p5', { priority: 5 })
+    await untilQueueDepth(gw, 1)
+    const better = send(gw, 'q-p0', { priority: 0 })
+    await untilQueueDepth(gw, 2)
+
+    const newcomer = send(gw, 'new-p0', { priority: 0 })
+    const evicted = await errorOf(await worst)
+    expect(evicted).toMatchObject({ status: 429, error: { type: 'rate_limit_error', code: 'queue_full', param: null } })
+    expectRetryAfter(evicted.retryAfter, 1)
+    await untilQueueDepth(gw, 2)
+
+    const refused = await errorOf(await send(gw, 'p9', { priority: 9 }))
+    expect(refused).toMatchObject({ status: 429, error: { type: 'rate_limit_error', code: 'queue_full' } })
+    expectRetryAfter(refused.retryAfter, 1)
+
+    const served = [markerOf(await releaseOneAndTakeNext(backend)), markerOf(await releaseOneAndTakeNext(backend))]
+    backend.releaseHeld(1)
+    expect(served).toEqual(['q-p0', 'new-p0'])
+    expect((await Promise.all([busy, better, newcomer])).map((r) => r.status)).toEqual([200, 200, 200])
+    expect(backend.received.map(markerOf)).toEqual(['busy', 'q-p0', 'new-p0'])
+    expect(await metric(gw, 'sluice_rejections_total', { reason: 'queue_full' })).toBe(2)
+  })
+})
+
+describe('leaving the queue', () => {
+  it('answers 503 overloaded_error queue_timeout with Retry-After after max_wait_ms', async () => {
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, { max_concurrency_per_backend: 1, queue: { max_wait_ms: 300 } })
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, 'busy')
+    await running
+
+    const started = Date.now()
+    const timedOut = await errorOf(await send(gw, 'waits'))
+
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250)
+    expect(timedOut).toMatchObject({ status: 503, error: { type: 'overloaded_error', code: 'queue_timeout', param: null } })
+    expectRetryAfter(timedOut.retryAfter, 1)
+    expect(await metric(gw, 'sluice_rejections_total', { reason: 'queue_timeout' })).toBe(1)
+    await untilQueueDepth(gw, 0)
+    backend.releaseHeld(1)
+    expect((await busy).status).toBe(200)
+    expect(backend.received.map(markerOf)).toEqual(['busy'])
+  })
+
+  it('drops a request whose client disconnected while queued: the backend never sees it', async () => {
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, { max_concurrency_per_backend: 1 })
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, 'busy')
+    await running
+    const controller = new AbortController()
+    const gone = send(gw, 'gone', { signal: controller.signal })
+    await untilQueueDepth(gw, 1)
+    const stays = send(gw, 'stays')
+    await untilQueueDepth(gw, 2)
+
+    controller.abort()
+    await expect(gone).rejects.toThrow()
+    await untilQueueDepth(gw, 1)
+
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('stays')
+    backend.releaseHeld(1)
+    expect((await Promise.all([busy, stays])).map((r) => r.status)).toEqual([200, 200])
+    expect(backend.received.map(markerOf)).toEqual(['busy', 'stays'])
+    await untilQueueDepth(gw, 0)
+    await untilMetric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'b1' }, 0)
+  })
+})
+
+describe('key policy', () => {
+  it('refuses a priority below the key min_priority with 403, after the body checks', async () => {
+    const strict = makeKey('strict', ['chat'], { min_priority: 0 })
+    const backend = await standIn({ tokens: 2 })
+    const gw = await gateway(backend, { priority_scheduling: true }, [key, strict])
+
+    const below = await errorOf(await send(gw, 'x', { as: strict, priority: -1 }))
+    expect(below).toMatchObject({ status: 403, error: { type: 'permission_error', code: 'priority_forbidden', param: 'priority' } })
+    expect(typeof below.error.message).toBe('string')
+
+    const badBody = await errorOf(await send(gw, 'x', { as: strict, priority: -1, extra: { messages: 'not a list' } }))
+    expect(badBody).toMatchObject({ status: 400, error: { type: 'invalid_request_error', param: 'messages' } })
+    const badRule = await errorOf(await send(gw, 'x', { as: strict, priority: -1, extra: { stream_options: { include_usage: true } } }))
+    expect(badRule).toMatchObject({ status: 400, error: { type: 'invalid_request_error', param: 'stream_options' } })
+
+    expect((await send(gw, 'x', { as: strict, priority: 0 })).status).toBe(200)
+    expect((await send(gw, 'x', { as: key, priority: -1 })).status).toBe(200)
+    expect(backend.received).toHaveLength(2)
+  })
+})
+
+describe('per-key limits', () => {
+  it('requests_per_minute: the third request in a minute gets 429 rate_limit_requests', async () => {
+    const limited = makeKey('limited', ['chat'], { limits: { requests_per_minute: 2 } })
+    const backend = await standIn({ tokens: 2 })
+    const gw = await gateway(backend, {}, [key, limited])
+
+    expect((await send(gw, 'a', { as: limited })).status).toBe(200)
+    expect((await send(gw, 'b', { as: limited })).status).toBe(200)
+    const third = await errorOf(await send(gw, 'c', { as: limited }))
+
+    expect(third).toMatchObject({ status: 429, error: { type: 'rate_limit_error', code: 'rate_limit_requests', param: null } })
+    expectRetryAfter(third.retryAfter, 1, 30)
+    expect((await send(gw, 'other', { as: key })).status).toBe(200)
+    expect(backend.received.map(markerOf)).toEqual(['a', 'b', 'other'])
+  })
+
+  it('max_concurrency: a second concurrent request gets 429 concurrency; the share returns when the first ends', async () => {
+    const limited = makeKey('limited', ['chat'], { limits: { max_concurrency: 1 } })
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, {}, [key, limited])
+    const running = nextEvents(backend, 'held', 1)
+    const first = send(gw, 'first', { as: limited })
+    await running
+
+    const second = await errorOf(await send(gw, 'second', { as: limited }))
+    expect(second).toMatchObject({ status: 429, error: { type: 'rate_limit_error', code: 'concurrency' } })
+    expectRetryAfter(second.retryAfter, 1)
+
+    const otherHeld = nextEvents(backend, 'held', 1)
+    const other = send(gw, 'other', { as: key })
+    await otherHeld
+    backend.releaseHeld(2)
+    expect((await Promise.all([first, other])).map((r) => r.status)).toEqual([200, 200])
+
+    const thirdHeld = nextEvents(backend, 'held', 1)
+    const third = send(gw, 'third', { as: limited })
+    await thirdHeld
+    backend.releaseHeld(1)
+    expect((await third).status).toBe(200)
+  })
+
+  it('max_concurrency: a request that left the queue gives its share back', async () => {
+    const limited = makeKey('limited', ['chat'], { limits: { max_concurrency: 2 } })
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, { max_concurrency_per_backend: 1 }, [limited])
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, 'busy', { as: limited })
+    await running
+    const controller = new AbortController()
+    const gone = send(gw, 'gone', { as: limited, signal: controller.signal })
+    await untilQueueDepth(gw, 1)
+    controller.abort()
+    await expect(gone).rejects.toThrow()
+    await untilQueueDepth(gw, 0)
+
+    const again = send(gw, 'again', { as: limited })
+    await untilQueueDepth(gw, 1)
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('again')
+    backend.releaseHeld(1)
+    expect((await Promise.all([busy, again])).map((r) => r.status)).toEqual([200, 200])
+  })
+
+  it('tokens_per_minute: once an answer used the budget the next request gets 429 rate_limit_tokens', async () => {
+    const limited = makeKey('limited', ['chat'], { limits: { tokens_per_minute: 10 } })
+    const backend = await standIn({ tokens: 20 })
+    const gw = await gateway(backend, {}, [key, limited])
+
+    const first = await send(gw, 'first', { as: limited })
+    expect(first.status).toBe(200)
+    const usage = ((await first.json()) as { usage: { total_tokens: number } }).usage
+    expect(usage.total_tokens).toBeGreaterThan(10)
+    const next = await errorOf(await send(gw, 'next', { as: limited }))
+
+    expect(next).toMatchObject({ status: 429, error: { type: 'rate_limit_error', code: 'rate_limit_tokens', param: null } })
+    expectRetryAfter(next.retryAfter, 1)
+    expect((await send(gw, 'other', { as: key })).status).toBe(200)
+    expect(backend.received.map(markerOf)).toEqual(['first', 'other'])
+  })
+
+  it('tokens_per_minute: a stream is charged too, with the usage the gateway asked for on its behalf', async () => {
+    const limited = makeKey('limited', ['chat'], { limits: { tokens_per_minute: 10 } })
+    const backend = await standIn({ tokens: 20 })
+    const gw = await gateway(backend, {}, [key, limited])
+
+    const stream = await send(gw, 'stream', { as: limited, extra: { stream: true } })
+    const text = await stream.text()
+    expect(text).not.toContain('"usage"')
+    const next = await errorOf(await send(gw, 'next', { as: limited }))
+
+    expect(next).toMatchObject({ status: 429, error: { type: 'rate_limit_error', code: 'rate_limit_tokens' } })
+    expectRetryAfter(next.retryAfter, 1)
+    expect(backend.received.map(markerOf)).toEqual(['stream'])
+  })
+})
+
+describe('streams', () => {
+  it('hold their slot until the stream ended: the next request waits for [DONE]', async () => {
+    const tokens = 150
+    const backend = await standIn({ tokens, interTokenDelayMs: 4 })
+    const gw = await gateway(backend, { max_concurrency_per_backend: 1 })
+    let chunks = 0
+    const answered: string[] = []
+    backend.events.on('chunk', () => chunks++)
+    backend.events.on('answered', (r: ReceivedRequest) => answered.push(markerOf(r)))
+    const firstChunk = once(backend.events, 'chunk')
+    const stream = await send(gw, 'stream', { extra: { stream: true } })
+    await firstChunk
+
+    // A snapshot taken synchronously when the waiting request reaches the backend.
+    const arrival = new Promise<{ chunks: number; answered: string[] }>((resolve) => {
+      backend.events.once('request', () => resolve({ chunks, answered: [...answered] }))
+    })
+    const waiting = send(gw, 'waiting')
+    await untilQueueDepth(gw, 1)
+    expect(answered).toEqual([])
+
+    const text = await stream.text()
+    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true)
+    expect((await waiting).status).toBe(200)
+    expect(await arrival).toEqual({ chunks: tokens, answered: ['stream'] })
+  })
+})
+
+describe('shutdown', () => {
+  it('answers queued requests 503 at once and lets the in-flight one finish', async () => {
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, { max_concurrency_per_backend: 1 }, [key], 2000)
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, 'busy')
+    await running
+    const queued = [send(gw, 'q1'), send(gw, 'q2', { extra: { stream: true } })]
+    await untilQueueDepth(gw, 2)
+
+    const down = gw.shutdown()
+    const refusals = await Promise.all(queued.map(async (r) => errorOf(await r)))
+
+    expect(backend.heldCount()).toBe(1)
+    for (const refusal of refusals) {
+      expect(refusal).toMatchObject({ status: 503, error: { type: 'service_unavailable', code: 'shutting_down' } })
+    }
+    backend.releaseHeld(1)
+    const finished = await busy
+    expect(finished.status).toBe(200)
+    expect(((await finished.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe('tok0 tok1 ')
+    await down
+    expect(backend.received.map(markerOf)).toEqual(['busy'])
+  })
+
+  /** Whether shutdown finished within `boundMs` (a deadline, not a synchronization). */
+  function finishesWithin(down: Promise<void>, boundMs: number): Promise<'finished' | 'still running'> {
+    let timer: NodeJS.Timeout | undefined
+    const bound = new Promise<'still running'>((resolve) => {
+      timer = setTimeout(() => resolve('still running'), boundMs)
+    })
+    return Promise.race([down.then(() => 'finished' as const), bound]).finally(() => clearTimeout(timer))
+  }
+
+  // Regression: a keep-alive connection that went idle after draining began held shutdown
+  // for the whole grace period (src/connection-drain.ts closes it after its response).
+  it('finishes soon after the last in-flight request ended, not at the end of the grace period', async () => {
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const gw = await gateway(backend, {}, [key], 3000)
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, 'busy')
+    await running
+
+    const down = gw.shutdown()
+    backend.releaseHeld(1)
+    const finished = await busy
+    expect(finished.status).toBe(200)
+    await finished.text()
+
+    expect(await finishesWithin(down, 1000)).toBe('finished')
+  })
+
+  // Regression: a connection that never sent a request (a preconnect, a TCP probe) held
+  // shutdown for the whole grace period.
+  it('is not held up by a connection that never sent a request', async () => {
+    const backend = await standIn({ tokens: 2 })
+    const gw = await gateway(backend, {}, [key], 3000)
+    const { port, hostname } = new URL(gw.url)
+    const silent = connect(Number(port), hostname)
+    cleanups.push(async () => silent.destroy())
+    await once(silent, 'connect')
+
+    expect(await finishesWithin(gw.shutdown(), 1000)).toBe('finished')
+  })
+})
