@@ -1,0 +1,91 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { parseConfig } from '../../src/config/load.js'
+import type { GatewayConfig } from '../../src/config/resolve.js'
+import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
+import { buildMemoryState } from '../../src/state/memory-state.js'
+import { MemoryModelSlots } from '../../src/state/memory-slots.js'
+import { AdmissionRefused } from '../../src/state/store.js'
+import { describeKeyLimiterContract } from './key-limiter.contract.js'
+import { describeModelSlotsContract, RecordingObserver } from './model-slots.contract.js'
+
+afterEach(() => vi.useRealTimers())
+
+describeModelSlotsContract('MemoryModelSlots', (settings, clock, observer) => new MemoryModelSlots(settings, clock, observer), { fakeTimers: true })
+
+describeKeyLimiterContract('MemoryKeyLimiter', (clock) => new MemoryKeyLimiter(clock))
+
+function config(text: string): GatewayConfig {
+  const result = parseConfig(text, {})
+  if (!result.ok) throw new Error(`expected a valid config, got ${JSON.stringify(result.issues)}`)
+  return result.config
+}
+
+const TWO_MODELS = `models:
+  - name: small
+    max_concurrency_per_backend: 1
+    queue: { max_size: 1, max_wait_ms: 1000 }
+    backends:
+      - { url: "http://127.0.0.1:8001", name: s1 }
+      - { url: "http://127.0.0.1:8002", name: s2 }
+  - name: big
+    backends:
+      - { url: "http://127.0.0.1:8003", name: b1 }
+`
+
+describe('buildMemoryState', () => {
+  const clock = { now: () => 0 }
+  const choose = (candidates: readonly string[]) => candidates[0]!
+
+  it('builds one ModelSlots per model from its backends, slots and queue settings', async () => {
+    vi.useFakeTimers()
+    const asked: string[] = []
+    const observer = new RecordingObserver()
+    const state = buildMemoryState(config(TWO_MODELS), (model, backend) => (asked.push(`${model}/${backend}`), backend !== 's1'), clock, observer)
+    expect([...state.slots.keys()]).toEqual(['small', 'big'])
+    const small = state.slots.get('small')!
+
+    // s1 is unusable, s2 has one slot, the queue holds one: the third request is turned away.
+    const lease = await small.acquire({ priority: 0, signal: new AbortController().signal, choose })
+    expect(lease.backend).toBe('s2')
+    expect(asked).toContain('small/s1')
+    const waiting = small.acquire({ priority: 0, signal: new AbortController().signal, choose })
+    const waitingOutcome = waiting.catch((e: unknown) => e)
+    await expect(small.acquire({ priority: 0, signal: new AbortController().signal, choose })).rejects.toMatchObject({ reason: 'queue_full' })
+
+    // max_wait_ms from the config.
+    await vi.advanceTimersByTimeAsync(1000)
+    const timedOut = await waitingOutcome
+    expect(timedOut).toBeInstanceOf(AdmissionRefused)
+    expect((timedOut as AdmissionRefused).reason).toBe('queue_timeout')
+    expect(observer.calls.filter((c) => c.kind === 'slotTaken')).toEqual([{ kind: 'slotTaken', model: 'small', backend: 's2' }])
+    lease.release()
+    expect(small.inFlight('s2')).toBe(0)
+    state.close()
+  })
+
+  it('close() turns away the waiters of every model', async () => {
+    const state = buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver())
+    const small = state.slots.get('small')!
+    const big = state.slots.get('big')!
+    await small.acquire({ priority: 0, signal: new AbortController().signal, choose })
+    await small.acquire({ priority: 0, signal: new AbortController().signal, choose })
+    const bigLeases = await Promise.all(Array.from({ length: 64 }, () => big.acquire({ priority: 0, signal: new AbortController().signal, choose })))
+    expect(big.inFlight('b1')).toBe(64)
+    const waiters = [
+      small.acquire({ priority: 0, signal: new AbortController().signal, choose }),
+      big.acquire({ priority: 0, signal: new AbortController().signal, choose }),
+    ]
+    state.close()
+    for (const waiter of waiters) await expect(waiter).rejects.toMatchObject({ reason: 'shutting_down' })
+    for (const lease of bigLeases) lease.release()
+    expect(big.inFlight('b1')).toBe(0)
+  })
+
+  it('shares one key limiter across models', async () => {
+    const state = buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver())
+    const ticket = await state.keys.admit('k', { max_concurrency: 1 })
+    await expect(state.keys.admit('k', { max_concurrency: 1 })).rejects.toMatchObject({ reason: 'concurrency' })
+    ticket.release()
+    state.close()
+  })
+})

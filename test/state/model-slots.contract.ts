@@ -1,0 +1,640 @@
+/**
+ * The contract every ModelSlots implementation passes (STYLE.md habit 3):
+ * written against the interface only, with the clock and the observer handed
+ * in, so the memory store and a Redis store run the very same cases.
+ *
+ * With `fakeTimers` the suite installs vitest's fake timers and moves them
+ * with the clock, so max-wait limits are exact; without it (a store whose
+ * timers live elsewhere) the timeout case uses a short real `maxWaitMs`.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type SlotLease, type SlotRequest } from '../../src/state/store.js'
+
+/** What a ModelSlots implementation is built from (the shape of MemoryModelSlots' settings). */
+export interface ModelSlotsContractSettings {
+  readonly model: string
+  readonly backends: readonly string[]
+  readonly slotsPerBackend: number
+  readonly maxQueue: number
+  readonly maxWaitMs: number
+  readonly usable: (backend: string) => boolean
+}
+
+export interface ContractClock {
+  now(): number
+}
+
+export type ObserverCall =
+  | { readonly kind: 'queueDepth'; readonly model: string; readonly depth: number }
+  | { readonly kind: 'slotTaken'; readonly model: string; readonly backend: string }
+  | { readonly kind: 'slotReleased'; readonly model: string; readonly backend: string }
+  | { readonly kind: 'waited'; readonly model: string; readonly milliseconds: number }
+
+/** Records every call, and the highest in-flight count the calls imply per backend. */
+export class RecordingObserver implements AdmissionObserver {
+  readonly calls: ObserverCall[] = []
+  readonly #running = new Map<string, number>()
+  readonly peak = new Map<string, number>()
+
+  queueDepth(model: string, depth: number): void {
+    this.calls.push({ kind: 'queueDepth', model, depth })
+  }
+  slotTaken(model: string, backend: string): void {
+    this.calls.push({ kind: 'slotTaken', model, backend })
+    const running = (this.#running.get(backend) ?? 0) + 1
+    this.#running.set(backend, running)
+    this.peak.set(backend, Math.max(running, this.peak.get(backend) ?? 0))
+  }
+  slotReleased(model: string, backend: string): void {
+    this.calls.push({ kind: 'slotReleased', model, backend })
+    this.#running.set(backend, (this.#running.get(backend) ?? 0) - 1)
+  }
+  waited(model: string, milliseconds: number): void {
+    this.calls.push({ kind: 'waited', model, milliseconds })
+  }
+
+  of<K extends ObserverCall['kind']>(kind: K): Extract<ObserverCall, { kind: K }>[] {
+    return this.calls.filter((c): c is Extract<ObserverCall, { kind: K }> => c.kind === kind)
+  }
+  lastDepth(): number | undefined {
+    return this.of('queueDepth').at(-1)?.depth
+  }
+}
+
+export type CreateModelSlots = (settings: ModelSlotsContractSettings, clock: ContractClock, observer: AdmissionObserver) => ModelSlots | Promise<ModelSlots>
+
+export interface ModelSlotsContractOptions {
+  /** Install vitest fake timers and advance them with the clock (memory store). */
+  readonly fakeTimers?: boolean
+}
+
+const MODEL = 'contract-model'
+const T0 = 1_700_000_000_000
+/** Long enough never to fire unless a case moves the clock that far. */
+const LONG_WAIT_MS = 60_000
+
+/** A clock the test moves by hand; with fake timers, timers due by then fire too. */
+class ManualClock implements ContractClock {
+  #now = T0
+  readonly #fakeTimers: boolean
+  constructor(fakeTimers: boolean) {
+    this.#fakeTimers = fakeTimers
+  }
+  now(): number {
+    return this.#now
+  }
+  async advance(ms: number): Promise<void> {
+    this.#now += ms
+    if (this.#fakeTimers) await vi.advanceTimersByTimeAsync(ms)
+  }
+}
+
+/** One acquire, with its outcome readable without awaiting. */
+interface Tracked {
+  readonly label: string
+  readonly promise: Promise<SlotLease>
+  /** Resolves (never rejects) once the acquire settled. */
+  readonly settled: Promise<void>
+  state: 'pending' | 'granted' | 'rejected'
+  lease?: SlotLease
+  error?: unknown
+}
+
+function track(label: string, promise: Promise<SlotLease>, onGrant?: (t: Tracked) => void): Tracked {
+  const tracked: Tracked = {
+    label,
+    promise,
+    state: 'pending',
+    settled: promise.then(
+      (lease) => {
+        tracked.state = 'granted'
+        tracked.lease = lease
+        onGrant?.(tracked)
+      },
+      (error: unknown) => {
+        tracked.state = 'rejected'
+        tracked.error = error
+      },
+    ),
+  }
+  return tracked
+}
+
+/** Lets pending promise callbacks run; no timers. */
+async function flush(): Promise<void> {
+  for (let i = 0; i < 10; i++) await Promise.resolve()
+}
+
+function firstCandidate(candidates: readonly string[]): string {
+  return candidates[0]!
+}
+
+function refusal(error: unknown): AdmissionRefused {
+  expect(error).toBeInstanceOf(AdmissionRefused)
+  return error as AdmissionRefused
+}
+
+/** mulberry32: a small seeded PRNG, so a failing run can be replayed. */
+function prng(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+export function describeModelSlotsContract(name: string, create: CreateModelSlots, options: ModelSlotsContractOptions = {}): void {
+  const fakeTimers = options.fakeTimers ?? false
+
+  describe(`ModelSlots contract: ${name}`, () => {
+    let clock: ManualClock
+    let observer: RecordingObserver
+    let opened: ModelSlots[]
+
+    beforeEach(() => {
+      if (fakeTimers) vi.useFakeTimers()
+      clock = new ManualClock(fakeTimers)
+      observer = new RecordingObserver()
+      opened = []
+    })
+
+    afterEach(() => {
+      for (const slots of opened) slots.close()
+      vi.useRealTimers()
+    })
+
+    async function open(overrides: Partial<ModelSlotsContractSettings> = {}): Promise<ModelSlots> {
+      const settings: ModelSlotsContractSettings = {
+        model: MODEL,
+        backends: ['a'],
+        slotsPerBackend: 1,
+        maxQueue: 100,
+        maxWaitMs: LONG_WAIT_MS,
+        usable: () => true,
+        ...overrides,
+      }
+      const slots = await create(settings, clock, observer)
+      opened.push(slots)
+      return slots
+    }
+
+    function request(priority: number, extra: Partial<SlotRequest> = {}): SlotRequest {
+      return { priority, signal: new AbortController().signal, choose: firstCandidate, ...extra }
+    }
+
+    function acquire(slots: ModelSlots, label: string, priority = 0, extra: Partial<SlotRequest> = {}): Tracked {
+      return track(label, slots.acquire(request(priority, extra)))
+    }
+
+    async function hold(slots: ModelSlots, priority = 0): Promise<SlotLease> {
+      return slots.acquire(request(priority))
+    }
+
+    it('grants at once while there is room, never more than slotsPerBackend on a backend', async () => {
+      const slots = await open({ backends: ['a', 'b'], slotsPerBackend: 2 })
+      const offered: string[][] = []
+      // A balancer that always wants "a": it must only ever be offered backends with room.
+      const choose = (candidates: readonly string[]) => {
+        offered.push([...candidates])
+        return candidates.includes('a') ? 'a' : candidates[0]!
+      }
+      const all = Array.from({ length: 6 }, (_, i) => acquire(slots, `r${i}`, 0, { choose }))
+      await Promise.all(all.slice(0, 4).map((t) => t.settled))
+      await flush()
+      expect(all.map((t) => t.state)).toEqual(['granted', 'granted', 'granted', 'granted', 'pending', 'pending'])
+      expect(all.slice(0, 4).map((t) => t.lease?.backend)).toEqual(['a', 'a', 'b', 'b'])
+      expect(all.slice(0, 4).map((t) => t.lease?.waitedMs)).toEqual([0, 0, 0, 0])
+      expect(offered.slice(2).every((c) => !c.includes('a'))).toBe(true)
+      expect(slots.inFlight('a')).toBe(2)
+      expect(slots.inFlight('b')).toBe(2)
+      expect(slots.inFlight('unknown')).toBe(0)
+      expect(slots.queueDepth()).toBe(2)
+    })
+
+    it('serves the queue by priority then arrival: 5, 0, 5, -3, 0 are granted -3, 0, 0, 5, 5', async () => {
+      const slots = await open({ slotsPerBackend: 2 })
+      const held = [await hold(slots), await hold(slots)]
+      const waiting = [
+        acquire(slots, 'p5-first', 5),
+        acquire(slots, 'p0-first', 0),
+        acquire(slots, 'p5-second', 5),
+        acquire(slots, 'p-3', -3),
+        acquire(slots, 'p0-second', 0),
+      ]
+      await flush()
+      expect(slots.queueDepth()).toBe(5)
+      expect(waiting.every((t) => t.state === 'pending')).toBe(true)
+
+      const granted: string[] = []
+      while (held.length > 0) {
+        held.shift()!.release()
+        const pending = waiting.filter((t) => t.state === 'pending')
+        if (pending.length > 0) await Promise.race(pending.map((t) => t.settled))
+        await flush()
+        const now = waiting.filter((t) => t.state === 'granted' && !granted.includes(t.label))
+        // One release, one grant.
+        expect(now.length).toBe(pending.length > 0 ? 1 : 0)
+        for (const t of now) {
+          granted.push(t.label)
+          held.push(t.lease!)
+        }
+        expect(slots.inFlight('a')).toBe(held.length)
+        expect(slots.inFlight('a')).toBeLessThanOrEqual(2)
+      }
+      expect(granted).toEqual(['p-3', 'p0-first', 'p0-second', 'p5-first', 'p5-second'])
+      expect(slots.queueDepth()).toBe(0)
+      expect(slots.inFlight('a')).toBe(0)
+    })
+
+    it('hands a released slot to the head of the queue at once: settled after a microtask flush, no timers', async () => {
+      const slots = await open()
+      const lease = await hold(slots)
+      const waiter = acquire(slots, 'waiter', 3)
+      await flush()
+      expect(waiter.state).toBe('pending')
+
+      lease.release()
+      // The slot is already spoken for: an eager newcomer, even of a better priority, queues.
+      const newcomer = acquire(slots, 'newcomer', -10)
+      await Promise.resolve()
+      await Promise.resolve()
+      expect(waiter.state).toBe('granted')
+      expect(waiter.lease?.backend).toBe('a')
+      expect(newcomer.state).toBe('pending')
+      expect(slots.inFlight('a')).toBe(1)
+      expect(slots.queueDepth()).toBe(1)
+    })
+
+    it('when the queue is full, evicts a worse waiter for a better arrival and turns away the worst arrivals', async () => {
+      const slots = await open({ maxQueue: 2 })
+      await hold(slots)
+      const good = acquire(slots, 'good', 0)
+      const bad = acquire(slots, 'bad', 5)
+      await flush()
+      expect(slots.queueDepth()).toBe(2)
+
+      // A better arrival pushes out the worst waiter.
+      const better = acquire(slots, 'better', 1)
+      await bad.settled
+      expect(bad.state).toBe('rejected')
+      expect(refusal(bad.error).reason).toBe('queue_full')
+      expect(refusal(bad.error).retryAfterMs).toBeGreaterThan(0)
+      await flush()
+      expect(better.state).toBe('pending')
+      expect(slots.queueDepth()).toBe(2)
+
+      // An arrival worse than everyone waiting is the one turned away.
+      const worse = acquire(slots, 'worse', 9)
+      await worse.settled
+      expect(refusal(worse.error).reason).toBe('queue_full')
+
+      // A tie with the worst waiter: the arrival is the newer, so it goes.
+      const tie = acquire(slots, 'tie', 1)
+      await tie.settled
+      expect(refusal(tie.error).reason).toBe('queue_full')
+      expect(slots.queueDepth()).toBe(2)
+      await flush()
+      expect(good.state).toBe('pending')
+      expect(better.state).toBe('pending')
+      expect(slots.inFlight('a')).toBe(1)
+    })
+
+    it('turns away every arrival that must wait when maxQueue is 0, yet grants free slots', async () => {
+      const slots = await open({ maxQueue: 0 })
+      const first = await hold(slots)
+      expect(first.backend).toBe('a')
+      const second = acquire(slots, 'second', -100)
+      await second.settled
+      expect(refusal(second.error).reason).toBe('queue_full')
+      expect(slots.queueDepth()).toBe(0)
+    })
+
+    it('rejects a waiter with queue_timeout after maxWaitMs; it takes no slot afterwards', async () => {
+      const maxWaitMs = fakeTimers ? 5000 : 50
+      const slots = await open({ maxWaitMs })
+      const lease = await hold(slots)
+      const waiter = acquire(slots, 'waiter')
+      if (fakeTimers) {
+        await clock.advance(maxWaitMs - 1)
+        await flush()
+        expect(waiter.state).toBe('pending')
+        expect(slots.queueDepth()).toBe(1)
+        await clock.advance(2)
+      }
+      await waiter.settled
+      expect(waiter.state).toBe('rejected')
+      const error = refusal(waiter.error)
+      expect(error.reason).toBe('queue_timeout')
+      expect(error.retryAfterMs).toBeGreaterThanOrEqual(1000)
+      expect(slots.queueDepth()).toBe(0)
+
+      lease.release()
+      await flush()
+      expect(slots.inFlight('a')).toBe(0)
+      expect(observer.of('slotTaken')).toHaveLength(1)
+    })
+
+    it('a waiter served before its max wait keeps its lease when that time passes', async () => {
+      const maxWaitMs = 5000
+      const slots = await open({ maxWaitMs })
+      const lease = await hold(slots)
+      const waiter = acquire(slots, 'waiter')
+      await clock.advance(1000)
+      lease.release()
+      await waiter.settled
+      expect(waiter.state).toBe('granted')
+      expect(waiter.lease?.waitedMs).toBe(1000)
+      await clock.advance(maxWaitMs * 2)
+      await flush()
+      expect(slots.inFlight('a')).toBe(1)
+      expect(slots.queueDepth()).toBe(0)
+      waiter.lease!.release()
+      expect(slots.inFlight('a')).toBe(0)
+    })
+
+    it('an aborted waiter leaves the queue with the abort reason and takes no slot', async () => {
+      const slots = await open()
+      const lease = await hold(slots)
+      const controller = new AbortController()
+      const reason = new Error('client went away')
+      const leaving = acquire(slots, 'leaving', 0, { signal: controller.signal })
+      const staying = acquire(slots, 'staying', 5)
+      await flush()
+      expect(slots.queueDepth()).toBe(2)
+
+      controller.abort(reason)
+      await leaving.settled
+      expect(leaving.state).toBe('rejected')
+      expect(leaving.error).toBe(reason)
+      expect(slots.queueDepth()).toBe(1)
+
+      // The freed slot skips the one that left.
+      lease.release()
+      await staying.settled
+      expect(staying.state).toBe('granted')
+      expect(slots.inFlight('a')).toBe(1)
+      expect(observer.of('slotTaken')).toHaveLength(2)
+    })
+
+    it('an already aborted signal is refused with its reason, even with a slot free', async () => {
+      const slots = await open()
+      const controller = new AbortController()
+      controller.abort('gone')
+      const t = acquire(slots, 'gone', 0, { signal: controller.signal })
+      await t.settled
+      expect(t.error).toBe('gone')
+      expect(slots.inFlight('a')).toBe(0)
+      expect(slots.queueDepth()).toBe(0)
+    })
+
+    it('an abort after the grant is the caller’s business: the lease stays valid until released', async () => {
+      const slots = await open()
+      const controller = new AbortController()
+      const lease = await slots.acquire(request(0, { signal: controller.signal }))
+      controller.abort(new Error('late'))
+      await flush()
+      expect(slots.inFlight('a')).toBe(1)
+      const next = acquire(slots, 'next')
+      await flush()
+      expect(next.state).toBe('pending')
+      lease.release()
+      await next.settled
+      expect(next.state).toBe('granted')
+    })
+
+    it('grants nothing on an unusable backend; wake() after it becomes usable serves the waiters', async () => {
+      const usable = new Set(['a'])
+      const slots = await open({ backends: ['a', 'b'], usable: (b) => usable.has(b) })
+      const onA = await hold(slots)
+      expect(onA.backend).toBe('a')
+      const waiter = acquire(slots, 'waiter')
+      await flush()
+      expect(waiter.state).toBe('pending')
+      expect(slots.inFlight('b')).toBe(0)
+
+      usable.add('b')
+      slots.wake()
+      await waiter.settled
+      expect(waiter.lease?.backend).toBe('b')
+      expect(slots.queueDepth()).toBe(0)
+
+      // A backend turned unusable gets nothing, even when its slot frees.
+      const later = acquire(slots, 'later')
+      usable.delete('a')
+      onA.release()
+      await flush()
+      expect(later.state).toBe('pending')
+      expect(slots.inFlight('a')).toBe(0)
+      waiter.lease!.release()
+      await later.settled
+      expect(later.lease?.backend).toBe('b')
+    })
+
+    it('wake() serves as many waiters as the revived backend has slots, in queue order', async () => {
+      const usable = new Set(['a'])
+      const slots = await open({ backends: ['a', 'b'], slotsPerBackend: 2, usable: (b) => usable.has(b) })
+      await hold(slots)
+      await hold(slots)
+      const waiters = [acquire(slots, 'late', 2), acquire(slots, 'early', 1), acquire(slots, 'urgent', 0)]
+      await flush()
+      expect(slots.queueDepth()).toBe(3)
+      usable.add('b')
+      slots.wake()
+      await Promise.all([waiters[1]!.settled, waiters[2]!.settled])
+      await flush()
+      expect(waiters.map((t) => t.state)).toEqual(['pending', 'granted', 'granted'])
+      expect(slots.inFlight('b')).toBe(2)
+      expect(slots.queueDepth()).toBe(1)
+    })
+
+    it('wake() with nothing changed grants nothing', async () => {
+      const slots = await open()
+      await hold(slots)
+      const waiter = acquire(slots, 'waiter')
+      slots.wake()
+      await flush()
+      expect(waiter.state).toBe('pending')
+      expect(slots.inFlight('a')).toBe(1)
+    })
+
+    it('tryAcquire never returns an excluded backend and returns null when none has room', async () => {
+      const usable = new Set(['a', 'b', 'c'])
+      const slots = await open({ backends: ['a', 'b', 'c'], usable: (b) => usable.has(b) })
+      const offered: string[][] = []
+      const last = (candidates: readonly string[]) => {
+        offered.push([...candidates])
+        return candidates[candidates.length - 1]!
+      }
+      const exclude = new Set(['a'])
+      const first = await slots.tryAcquire(exclude, last)
+      const second = await slots.tryAcquire(exclude, last)
+      expect([first?.backend, second?.backend].sort()).toEqual(['b', 'c'])
+      expect(offered.every((c) => !c.includes('a'))).toBe(true)
+      // "a" still has room, but it is excluded.
+      expect(await slots.tryAcquire(exclude, last)).toBeNull()
+      expect(slots.inFlight('a')).toBe(0)
+
+      // Unusable backends are no candidates either.
+      usable.delete('a')
+      expect(await slots.tryAcquire(new Set(), last)).toBeNull()
+      usable.add('a')
+      const third = await slots.tryAcquire(new Set(['b']), last)
+      expect(third?.backend).toBe('a')
+      expect(await slots.tryAcquire(new Set(), last)).toBeNull()
+      expect(slots.queueDepth()).toBe(0)
+
+      second!.release()
+      const again = await slots.tryAcquire(new Set(), last)
+      expect(again?.backend).toBe(second!.backend)
+    })
+
+    it('close() rejects every waiter with shutting_down; existing leases can still release', async () => {
+      const slots = await open()
+      const lease = await hold(slots)
+      const waiters = [acquire(slots, 'w1', 0), acquire(slots, 'w2', 4)]
+      await flush()
+      slots.close()
+      await Promise.all(waiters.map((t) => t.settled))
+      for (const t of waiters) expect(refusal(t.error).reason).toBe('shutting_down')
+      expect(slots.queueDepth()).toBe(0)
+      expect(slots.inFlight('a')).toBe(1)
+
+      lease.release()
+      await flush()
+      expect(slots.inFlight('a')).toBe(0)
+
+      const late = acquire(slots, 'late')
+      await late.settled
+      expect(refusal(late.error).reason).toBe('shutting_down')
+      expect(slots.inFlight('a')).toBe(0)
+    })
+
+    it('release() twice frees one slot only', async () => {
+      const slots = await open()
+      const lease = await hold(slots)
+      const first = acquire(slots, 'first')
+      const second = acquire(slots, 'second')
+      lease.release()
+      lease.release()
+      await first.settled
+      await flush()
+      expect(first.state).toBe('granted')
+      expect(second.state).toBe('pending')
+      expect(slots.inFlight('a')).toBe(1)
+      expect(observer.of('slotReleased')).toHaveLength(1)
+    })
+
+    it('tells the observer what it did: depths, takes, releases and waits', async () => {
+      const slots = await open({ backends: ['a'] })
+      const lease = await hold(slots)
+      expect(observer.of('slotTaken')).toEqual([{ kind: 'slotTaken', model: MODEL, backend: 'a' }])
+      expect(observer.of('waited')).toEqual([{ kind: 'waited', model: MODEL, milliseconds: 0 }])
+
+      const waiter = acquire(slots, 'waiter')
+      await flush()
+      expect(observer.lastDepth()).toBe(1)
+
+      await clock.advance(250)
+      lease.release()
+      await waiter.settled
+      expect(waiter.lease?.waitedMs).toBe(250)
+      expect(observer.of('slotReleased')).toEqual([{ kind: 'slotReleased', model: MODEL, backend: 'a' }])
+      expect(observer.of('slotTaken')).toHaveLength(2)
+      expect(observer.of('waited').map((c) => c.milliseconds)).toEqual([0, 250])
+      expect(observer.lastDepth()).toBe(0)
+
+      // Refused arrivals take nothing and report no wait.
+      const controller = new AbortController()
+      const aborted = acquire(slots, 'aborted', 0, { signal: controller.signal })
+      await flush()
+      expect(observer.lastDepth()).toBe(1)
+      controller.abort('bye')
+      await aborted.settled
+      expect(observer.lastDepth()).toBe(0)
+
+      waiter.lease!.release()
+      await flush()
+      expect(observer.of('slotTaken')).toHaveLength(2)
+      expect(observer.of('slotReleased')).toHaveLength(2)
+      expect(observer.of('waited')).toHaveLength(2)
+      expect(observer.calls.every((c) => c.model === MODEL)).toBe(true)
+    })
+
+    it.each([101, 202, 303])('survives 500 random acquires, aborts and releases in any order (seed %i)', async (seed) => {
+      const random = prng(seed)
+      const backends = ['a', 'b', 'c']
+      const slotsPerBackend = 2
+      const slots = await open({ backends, slotsPerBackend, maxQueue: 40, maxWaitMs: fakeTimers ? 3000 : LONG_WAIT_MS })
+      const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!
+      const held: SlotLease[] = []
+      const requests: { tracked: Tracked; controller: AbortController; reason: Error }[] = []
+      let granted = 0
+
+      const checkBounds = () => {
+        for (const b of backends) expect(slots.inFlight(b)).toBeLessThanOrEqual(slotsPerBackend)
+        expect(slots.queueDepth()).toBeLessThanOrEqual(40)
+      }
+
+      for (let i = 0; i < 500; i++) {
+        const controller = new AbortController()
+        const reason = new Error(`abort ${i}`)
+        const tracked = track(
+          `r${i}`,
+          slots.acquire({ priority: Math.floor(random() * 7) - 3, signal: controller.signal, choose: (c) => pick(c) }),
+          (t) => {
+            granted++
+            held.push(t.lease!)
+          },
+        )
+        requests.push({ tracked, controller, reason })
+        const actions = Math.floor(random() * 3)
+        for (let k = 0; k < actions; k++) {
+          const roll = random()
+          if (roll < 0.5 && held.length > 0) held.splice(Math.floor(random() * held.length), 1)[0]!.release()
+          else if (roll < 0.75) {
+            const victim = pick(requests)
+            victim.controller.abort(victim.reason)
+          } else await clock.advance(Math.floor(random() * 400))
+        }
+        await flush()
+        checkBounds()
+      }
+
+      // Let everything finish: release what is held, in random order, until nothing waits.
+      for (let round = 0; round < 10_000; round++) {
+        await flush()
+        checkBounds()
+        if (held.length === 0) break
+        held.splice(Math.floor(random() * held.length), 1)[0]!.release()
+      }
+      // Nothing is left waiting with every slot free.
+      expect(requests.filter((r) => r.tracked.state === 'pending').map((r) => r.tracked.label)).toEqual([])
+      await Promise.all(requests.map((r) => r.tracked.settled))
+
+      for (const b of backends) expect(slots.inFlight(b)).toBe(0)
+      expect(slots.queueDepth()).toBe(0)
+      for (const b of backends) expect(observer.peak.get(b) ?? 0).toBeLessThanOrEqual(slotsPerBackend)
+
+      for (const { tracked, reason } of requests) {
+        if (tracked.state !== 'rejected') continue
+        if (tracked.error === reason) continue
+        expect(['queue_full', 'queue_timeout']).toContain(refusal(tracked.error).reason)
+      }
+      const grantedCount = requests.filter((r) => r.tracked.state === 'granted').length
+      expect(grantedCount).toBe(granted)
+      // The run exercised every path, or it proves little.
+      expect(grantedCount).toBeGreaterThan(50)
+      expect(requests.some((r) => r.tracked.error === r.reason)).toBe(true)
+      expect(requests.some((r) => r.tracked.error instanceof AdmissionRefused && r.tracked.error.reason === 'queue_full')).toBe(true)
+      // One take and one release per grant, none for a refused request.
+      expect(observer.of('slotTaken')).toHaveLength(grantedCount)
+      expect(observer.of('slotReleased')).toHaveLength(grantedCount)
+      expect(observer.of('waited')).toHaveLength(grantedCount)
+      expect(observer.of('waited').every((c) => c.milliseconds >= 0)).toBe(true)
+      expect(observer.lastDepth()).toBe(0)
+    })
+  })
+}
