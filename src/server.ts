@@ -8,9 +8,12 @@ import type { GatewayConfig } from './config/resolve.js'
 import { buildApp } from './app.js'
 import { buildContext, type ContextOverrides, type GatewayContext } from './context.js'
 import { trackConnections } from './connection-drain.js'
+import { startMetricsListener } from './metrics-listener.js'
 
 export interface RunningGateway {
   readonly url: string
+  /** Where /metrics is served when `server.metrics_port` is set. */
+  readonly metricsUrl: string | null
   readonly context: GatewayContext
   /** Drains and stops; resolves when everything is closed. */
   shutdown(): Promise<void>
@@ -22,6 +25,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   const connections = trackConnections(app.server)
   await app.listen({ host: config.server.host, port: config.server.port })
   context.monitor.start()
+  const metricsPort = config.server.metrics_port
+  const metricsListener = metricsPort === undefined ? null : await startMetricsListener(context.metrics.registry, config.server.host, metricsPort)
   const address = app.server.address()
   const port = typeof address === 'object' && address !== null ? address.port : config.server.port
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host
@@ -41,12 +46,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
       await app.close()
     } finally {
       clearTimeout(grace)
+      await metricsListener?.close()
       await context.close()
     }
   }
 
   return {
     url: `http://${host}:${port}`,
+    metricsUrl: metricsListener?.url ?? null,
     context,
     shutdown: () => (closing ??= shutdown()),
   }

@@ -12,6 +12,8 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: GatewayContext)
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', models_without_healthy_backend: modelsWithoutBackend })
   })
 
+  // With server.metrics_port set, /metrics lives on its own listener (metrics-listener.ts).
+  if (ctx.config.server.metrics_port !== undefined) return
   app.get('/metrics', { config: { family: 'service' } }, async (_request, reply) => {
     const text = await ctx.metrics.registry.metrics()
     return reply.type(ctx.metrics.registry.contentType).send(text)

@@ -2,12 +2,17 @@
  * A backend's health as pure transitions. Two sources feed it:
  *
  * - active checks (`health.path` every `interval_ms`): `unhealthy_after`
- *   consecutive failures mark it down; one success marks it up again
- *   (DESIGN.md: "healthy again after one successful health check");
+ *   consecutive failures mark it down; one success marks it up again and
+ *   ends any ejection (DESIGN.md: "healthy again after one successful
+ *   health check");
  * - real traffic (passive): a connect failure ejects it at once; 5xx answers
  *   and timeouts eject it after `unhealthy_after` in a row. An ejection lasts
  *   a cool-down that doubles with each ejection in a row (interval × 2^k,
- *   capped at 64 intervals) and is forgotten after a success.
+ *   capped at 64 intervals), so a backend that keeps failing real traffic
+ *   between passing checks is tried less and less often; a success on real
+ *   traffic forgets the count. Failures reported while already ejected (the
+ *   other requests that were in flight when it broke) are one incident, not
+ *   new ejections.
  *
  * A backend takes new requests only when it is up and not ejected.
  */
@@ -38,7 +43,7 @@ export function isUsable(state: HealthState, now: number): boolean {
 }
 
 export function afterActiveCheck(state: HealthState, ok: boolean, settings: HealthSettings): HealthState {
-  if (ok) return { ...state, up: true, activeFailures: 0 }
+  if (ok) return { ...state, up: true, activeFailures: 0, ejectedUntil: 0 }
   const activeFailures = state.activeFailures + 1
   return { ...state, activeFailures, up: state.up && activeFailures < settings.unhealthyAfter }
 }
@@ -49,6 +54,7 @@ export function afterPassiveSuccess(state: HealthState): HealthState {
 }
 
 export function afterPassiveFailure(state: HealthState, failure: PassiveFailure, settings: HealthSettings, now: number): HealthState {
+  if (now < state.ejectedUntil) return state
   const passiveFailures = state.passiveFailures + 1
   const eject = failure === 'connect' || passiveFailures >= settings.unhealthyAfter
   if (!eject) return { ...state, passiveFailures }

@@ -1,0 +1,208 @@
+import { describe, expect, it } from 'vitest'
+import {
+  afterActiveCheck,
+  afterPassiveFailure,
+  afterPassiveSuccess,
+  INITIAL_HEALTH,
+  isUsable,
+  type HealthSettings,
+  type HealthState,
+  type PassiveFailure,
+} from '../../src/routing/health-state.js'
+
+const settings: HealthSettings = { unhealthyAfter: 3, intervalMs: 1000 }
+const T0 = 1_700_000_000_000
+
+function activeChecks(state: HealthState, results: readonly boolean[], s: HealthSettings = settings): HealthState {
+  return results.reduce((current, ok) => afterActiveCheck(current, ok, s), state)
+}
+
+function passiveFailures(state: HealthState, failure: PassiveFailure, count: number, now: number, s: HealthSettings = settings): HealthState {
+  let current = state
+  for (let i = 0; i < count; i++) current = afterPassiveFailure(current, failure, s, now)
+  return current
+}
+
+describe('isUsable', () => {
+  it('is true for a fresh backend', () => {
+    expect(isUsable(INITIAL_HEALTH, T0)).toBe(true)
+  })
+
+  it('is false when down, even with no ejection', () => {
+    expect(isUsable({ ...INITIAL_HEALTH, up: false }, T0)).toBe(false)
+  })
+
+  it('is false until the ejection ends, true from its last millisecond on', () => {
+    const ejected: HealthState = { ...INITIAL_HEALTH, ejectedUntil: T0 + 500 }
+    expect(isUsable(ejected, T0)).toBe(false)
+    expect(isUsable(ejected, T0 + 499)).toBe(false)
+    expect(isUsable(ejected, T0 + 500)).toBe(true)
+  })
+
+  it('is false when down and past its ejection', () => {
+    expect(isUsable({ ...INITIAL_HEALTH, up: false, ejectedUntil: T0 - 1 }, T0)).toBe(false)
+  })
+})
+
+describe('active health checks', () => {
+  it('stay up through unhealthy_after - 1 failed checks and go down at unhealthy_after', () => {
+    const twoFailed = activeChecks(INITIAL_HEALTH, [false, false])
+    expect(twoFailed.up).toBe(true)
+    expect(twoFailed.activeFailures).toBe(2)
+    expect(isUsable(twoFailed, T0)).toBe(true)
+
+    const threeFailed = afterActiveCheck(twoFailed, false, settings)
+    expect(threeFailed.up).toBe(false)
+    expect(isUsable(threeFailed, T0)).toBe(false)
+  })
+
+  it('go down on the first failure with unhealthy_after 1', () => {
+    expect(afterActiveCheck(INITIAL_HEALTH, false, { unhealthyAfter: 1, intervalMs: 100 }).up).toBe(false)
+  })
+
+  it('count failures in a row only: a success in between starts over', () => {
+    const state = activeChecks(INITIAL_HEALTH, [false, false, true, false, false])
+    expect(state.up).toBe(true)
+    expect(state.activeFailures).toBe(2)
+  })
+
+  it('bring a down backend up after one successful check', () => {
+    const down = activeChecks(INITIAL_HEALTH, [false, false, false, false, false])
+    expect(down.up).toBe(false)
+
+    const up = afterActiveCheck(down, true, settings)
+    expect(up.up).toBe(true)
+    expect(up.activeFailures).toBe(0)
+    expect(isUsable(up, T0)).toBe(true)
+  })
+
+  it('stay down while further checks fail', () => {
+    const down = activeChecks(INITIAL_HEALTH, [false, false, false, false, false, false, false])
+    expect(down.up).toBe(false)
+  })
+
+  it('do not touch the passive state', () => {
+    const ejected = afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
+    const checked = afterActiveCheck(ejected, false, settings)
+    expect(checked.ejections).toBe(ejected.ejections)
+    expect(checked.ejectedUntil).toBe(ejected.ejectedUntil)
+  })
+
+  // Regression: a success used to leave a passive ejection (up to 64 intervals) in place.
+  it('a successful check makes an ejected backend usable again (DESIGN: healthy after one successful check)', () => {
+    const ejected = passiveFailures(INITIAL_HEALTH, 'connect', 7, T0)
+    expect(isUsable(ejected, T0 + settings.intervalMs / 2)).toBe(false)
+
+    const checked = afterActiveCheck(ejected, true, settings)
+    expect(isUsable(checked, T0 + settings.intervalMs / 2)).toBe(true)
+  })
+})
+
+describe('passive failures', () => {
+  it('a connect failure ejects at once, for one interval, and leaves the backend up', () => {
+    const state = afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
+    expect(state.up).toBe(true)
+    expect(state.ejections).toBe(1)
+    expect(state.ejectedUntil).toBe(T0 + settings.intervalMs)
+    expect(isUsable(state, T0)).toBe(false)
+    expect(isUsable(state, T0 + settings.intervalMs - 1)).toBe(false)
+    expect(isUsable(state, T0 + settings.intervalMs)).toBe(true)
+  })
+
+  for (const failure of ['status', 'timeout'] as const) {
+    it(`${failure} failures eject only after unhealthy_after in a row`, () => {
+      const below = passiveFailures(INITIAL_HEALTH, failure, settings.unhealthyAfter - 1, T0)
+      expect(below.passiveFailures).toBe(settings.unhealthyAfter - 1)
+      expect(below.ejections).toBe(0)
+      expect(isUsable(below, T0)).toBe(true)
+
+      const at = afterPassiveFailure(below, failure, settings, T0)
+      expect(at.ejections).toBe(1)
+      expect(at.passiveFailures).toBe(0)
+      expect(at.ejectedUntil).toBe(T0 + settings.intervalMs)
+      expect(isUsable(at, T0)).toBe(false)
+      expect(at.up).toBe(true)
+    })
+  }
+
+  it('status failures eject at once with unhealthy_after 1', () => {
+    const state = afterPassiveFailure(INITIAL_HEALTH, 'status', { unhealthyAfter: 1, intervalMs: 200 }, T0)
+    expect(state.ejectedUntil).toBe(T0 + 200)
+  })
+
+  it('a success between failures starts the count over', () => {
+    let state = passiveFailures(INITIAL_HEALTH, 'status', 2, T0)
+    state = afterPassiveSuccess(state)
+    state = passiveFailures(state, 'status', 2, T0)
+    expect(state.ejections).toBe(0)
+    expect(isUsable(state, T0)).toBe(true)
+  })
+
+  it('the cool-down doubles with each ejection in a row: 1, 2, 4, 8 intervals', () => {
+    let state = INITIAL_HEALTH
+    let now = T0
+    const coolDowns: number[] = []
+    for (let i = 0; i < 4; i++) {
+      state = afterPassiveFailure(state, 'connect', settings, now)
+      coolDowns.push(state.ejectedUntil - now)
+      now = state.ejectedUntil // the next failure comes when the backend is tried again
+    }
+    expect(coolDowns).toEqual([1000, 2000, 4000, 8000])
+  })
+
+  it('the cool-down is capped at 64 intervals', () => {
+    let state = INITIAL_HEALTH
+    let now = T0
+    const coolDowns: number[] = []
+    for (let i = 0; i < 12; i++) {
+      state = afterPassiveFailure(state, 'connect', settings, now)
+      coolDowns.push(state.ejectedUntil - now)
+      now = state.ejectedUntil
+    }
+    expect(coolDowns.slice(0, 8)).toEqual([1, 2, 4, 8, 16, 32, 64, 64].map((k) => k * settings.intervalMs))
+    expect(Math.max(...coolDowns)).toBe(64 * settings.intervalMs)
+  })
+
+  it('never shortens an ejection that is already longer', () => {
+    const long: HealthState = { ...INITIAL_HEALTH, ejections: 0, ejectedUntil: T0 + 60_000 }
+    expect(afterPassiveFailure(long, 'connect', settings, T0).ejectedUntil).toBe(T0 + 60_000)
+  })
+
+  it('a success forgets the ejections: the next cool-down is one interval again', () => {
+    let state = passiveFailures(INITIAL_HEALTH, 'connect', 1, T0)
+    state = passiveFailures(state, 'connect', 1, state.ejectedUntil)
+    state = passiveFailures(state, 'connect', 1, state.ejectedUntil)
+    expect(state.ejections).toBe(3)
+
+    const later = state.ejectedUntil
+    const forgotten = afterPassiveSuccess(state)
+    expect(forgotten.ejections).toBe(0)
+    expect(forgotten.passiveFailures).toBe(0)
+
+    const again = afterPassiveFailure(forgotten, 'connect', settings, later)
+    expect(again.ejectedUntil - later).toBe(settings.intervalMs)
+  })
+
+  it('a success on a clean state returns the same object (no needless writes)', () => {
+    expect(afterPassiveSuccess(INITIAL_HEALTH)).toBe(INITIAL_HEALTH)
+  })
+
+  it('transitions never mutate their input', () => {
+    const before = { ...INITIAL_HEALTH }
+    afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
+    afterActiveCheck(INITIAL_HEALTH, false, settings)
+    expect(INITIAL_HEALTH).toEqual(before)
+  })
+})
+
+describe('one incident, one ejection', () => {
+  it('failures reported while already ejected neither extend the cool-down nor count as new ejections', () => {
+    const first = afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
+    const burst = [1, 2, 3].reduce((state, i) => afterPassiveFailure(state, 'connect', settings, T0 + i), first)
+    expect(burst).toEqual(first)
+    // Once the cool-down is over, a new failure is a new ejection, twice as long.
+    const again = afterPassiveFailure(burst, 'connect', settings, first.ejectedUntil)
+    expect(again.ejections).toBe(2)
+    expect(again.ejectedUntil).toBe(first.ejectedUntil + 2 * settings.intervalMs)
+  })
+})

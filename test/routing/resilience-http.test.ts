@@ -1,0 +1,374 @@
+/**
+ * Routing and failover end to end: a real gateway on port 0 in front of real
+ * stand-in backends (and tiny node:http servers for answers the stand-in does
+ * not give), each closed in afterEach. Waits poll observable state (/metrics,
+ * /readyz, what backends received) in bounded loops.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import parsePrometheusText from 'parse-prometheus-text-format'
+import { afterEach, describe, expect, it } from 'vitest'
+import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+
+const key = makeKey('team-a', ['chat'])
+const cleanups: (() => Promise<unknown>)[] = []
+
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
+  const server = await startVllmStandIn(options)
+  cleanups.push(() => server.close())
+  return server
+}
+
+async function gateway(model: Record<string, unknown>): Promise<TestGateway> {
+  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', served_name: 'stand-in-model', ...model }] })
+  cleanups.push(() => gw.shutdown())
+  return gw
+}
+
+interface TinyServer {
+  readonly url: string
+  /** Chat requests received (anything but the health and metrics probes). */
+  readonly chatRequests: () => number
+}
+
+/** A node:http backend whose chat answer is `answer`; /health answers 200, /metrics 404. */
+async function tinyServer(answer: (req: IncomingMessage, res: ServerResponse) => void): Promise<TinyServer> {
+  let chats = 0
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/health') return void res.writeHead(200, { 'content-length': 0 }).end()
+    if (req.method !== 'POST') return void res.writeHead(404, { 'content-length': 0 }).end()
+    req.resume()
+    req.on('end', () => {
+      chats++
+      answer(req, res)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  )
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, chatRequests: () => chats }
+}
+
+const messages = [{ role: 'user', content: 'Hello there' }]
+
+async function post(gw: TestGateway, body: Record<string, unknown> = {}, signal?: AbortSignal): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages, ...body }),
+    signal,
+  })
+  return { status: response.status, text: await response.text() }
+}
+
+/** One sample of the gateway's /metrics, or undefined when absent. */
+async function metric(gw: TestGateway, name: string, labels: Record<string, string>): Promise<number | undefined> {
+  const text = await (await fetch(`${gw.url}/metrics`)).text()
+  const sample = parsePrometheusText(text)
+    .find((family) => family.name === name)
+    ?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))
+  return sample === undefined ? undefined : Number(sample.value)
+}
+
+const POLL_MS = 20
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Polls `check` every POLL_MS until it holds, at most `maxPolls` times and,
+ * when given, not past the `until` timestamp; returns the polls it took, or null.
+ */
+async function pollUntil(check: () => Promise<boolean> | boolean, maxPolls: number, until = Infinity): Promise<number | null> {
+  for (let polls = 1; polls <= maxPolls && (polls === 1 || Date.now() <= until); polls++) {
+    if (await check()) return polls
+    await pause(POLL_MS)
+  }
+  return null
+}
+
+/** The SSE `data:` payloads of an event-stream body, in order. */
+function dataEvents(text: string): string[] {
+  return text
+    .split('\n\n')
+    .map((event) => event.trim())
+    .filter((event) => event.startsWith('data: '))
+    .map((event) => event.slice('data: '.length))
+}
+
+function contentOf(text: string): string {
+  return (JSON.parse(text) as { choices: { message: { content: string } }[] }).choices[0]!.message.content
+}
+
+describe('failover under load', () => {
+  it('loses no request when a backend dies mid-run, marks it down, and takes it back after a restart', async () => {
+    const intervalMs = 200
+    const backends = [await standIn(), await standIn(), await standIn()]
+    const gw = await gateway({
+      retries: 2,
+      health: { interval_ms: intervalMs, unhealthy_after: 2 },
+      backends: backends.map((b, i) => ({ url: b.url, name: `b${i}` })),
+    })
+    const victim = backends[1]!
+    const victimPort = Number(new URL(victim.url).port)
+    const victimUp = () => metric(gw, 'sluice_backend_up', { model: 'm', backend: 'b1' })
+
+    const total = 300
+    const statuses: number[] = []
+    let next = 0
+    let killed: Promise<{ polls: number | null; ms: number }> | null = null
+    const worker = async () => {
+      while (next < total) {
+        next++
+        statuses.push((await post(gw)).status)
+        if (statuses.length === 100 && killed === null) {
+          killed = (async () => {
+            const at = Date.now()
+            await victim.close()
+            const polls = await pollUntil(async () => (await victimUp()) === 0, 100)
+            return { polls, ms: Date.now() - at }
+          })()
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: 20 }, worker))
+
+    expect(statuses).toHaveLength(total)
+    expect(statuses.filter((s) => s !== 200)).toEqual([])
+    expect(killed).not.toBeNull()
+    const down = await killed!
+    expect(down.polls).not.toBeNull()
+    expect(down.polls! * POLL_MS).toBeLessThanOrEqual(10 * intervalMs)
+    expect(down.ms).toBeLessThanOrEqual(10 * intervalMs)
+    expect(victim.received.length).toBeGreaterThan(0)
+    // Marked down by its failed health checks, not only ejected for a moment; the model stays ready.
+    const victimHealth = () => gw.context.models.get('m')!.backend('b1').health
+    expect(await pollUntil(() => !victimHealth().up, 100)).not.toBeNull()
+    expect(await victimUp()).toBe(0)
+    expect((await fetch(`${gw.url}/readyz`)).status).toBe(200)
+
+    const restarted = await standIn({ port: victimPort })
+    // Back after one successful check (DESIGN.md); a few intervals of slack for the check's timing.
+    const upPolls = await pollUntil(async () => (await victimUp()) === 1, 1000, Date.now() + 10 * intervalMs)
+    expect(upPolls).not.toBeNull()
+
+    const after: number[] = []
+    for (let i = 0; i < 9; i++) after.push((await post(gw)).status)
+    expect(after.every((s) => s === 200)).toBe(true)
+    expect(restarted.received.length).toBeGreaterThan(0)
+  })
+})
+
+describe('coming back after an incident', () => {
+  // Regression: each of the 8 resets used to count as a new ejection (cool-down
+  // 64 intervals) and passing checks did not end it; now one incident is one
+  // ejection and a successful check ends it (DESIGN.md).
+  it('is back within a few intervals once health checks pass, however many requests failed together', async () => {
+    const intervalMs = 100
+    const inFlight: IncomingMessage[] = []
+    const flaky = await tinyServer((req) => {
+      inFlight.push(req)
+      if (inFlight.length === 8) for (const held of inFlight) held.socket.destroy()
+    })
+    const gw = await gateway({ retries: 0, health: { interval_ms: intervalMs, unhealthy_after: 1 }, backends: [{ url: flaky.url, name: 'flaky' }] })
+
+    const statuses = await Promise.all(Array.from({ length: 8 }, async () => (await post(gw)).status))
+    expect(statuses).toEqual(Array(8).fill(502))
+    expect(await metric(gw, 'sluice_backend_up', { model: 'm', backend: 'flaky' })).toBe(0)
+
+    const upPolls = await pollUntil(async () => (await metric(gw, 'sluice_backend_up', { model: 'm', backend: 'flaky' })) === 1, 50, Date.now() + 10 * intervalMs)
+    expect(upPolls).not.toBeNull()
+  })
+})
+
+describe('a stream that fails after it started', () => {
+  it('ends with the error object and [DONE], frees the slot and counts a mid_stream error', async () => {
+    const backend = await standIn({ tokens: 10, fail: 'close_mid_stream' })
+    const gw = await gateway({ backends: [{ url: backend.url, name: 'b0' }] })
+
+    const { status, text } = await post(gw, { stream: true })
+
+    expect(status).toBe(200)
+    const events = dataEvents(text)
+    expect(events.at(-1)).toBe('[DONE]')
+    expect(JSON.parse(events.at(-2)!)).toEqual({ error: { message: expect.any(String), type: 'upstream_error', param: null, code: expect.any(String) } })
+    expect(events.some((e) => e.includes('tok1'))).toBe(true)
+    expect(events.some((e) => e.includes('tok5'))).toBe(false)
+
+    expect(await pollUntil(async () => (await metric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'b0' })) === 0, 100)).not.toBeNull()
+    expect(await metric(gw, 'sluice_upstream_errors_total', { model: 'm', backend: 'b0', reason: 'mid_stream' })).toBe(1)
+  })
+})
+
+describe('idle timeout', () => {
+  it('ends a stream whose backend goes silent with an upstream_timeout error event and [DONE]', async () => {
+    const chunk = (delta: Record<string, unknown>) =>
+      `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'stand-in-model', choices: [{ index: 0, delta, logprobs: null, finish_reason: null }] })}\n\n`
+    const silent = await tinyServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+      res.write(chunk({ role: 'assistant', content: '' }))
+      res.write(chunk({ content: 'first ' }))
+      // ...and then nothing, with the connection left open.
+    })
+    const gw = await gateway({ timeouts: { idle_ms: 300 }, backends: [{ url: silent.url, name: 'silent' }] })
+
+    const startedAt = Date.now()
+    // Without idle_ms the default (60 s) would apply: abort well before that.
+    const { status, text } = await post(gw, { stream: true }, AbortSignal.timeout(5000))
+    const tookMs = Date.now() - startedAt
+
+    expect(status).toBe(200)
+    // undici runs body timeouts on its coarse timers (about 1 s resolution), so 300 ms fires after ~1 s.
+    expect(tookMs).toBeGreaterThanOrEqual(300)
+    expect(tookMs).toBeLessThan(3000)
+    const events = dataEvents(text)
+    expect(events.some((e) => e.includes('"first "'))).toBe(true)
+    expect(events.at(-1)).toBe('[DONE]')
+    expect(JSON.parse(events.at(-2)!)).toEqual({ error: { message: expect.any(String), type: 'upstream_timeout', param: null, code: expect.any(String) } })
+    expect(await metric(gw, 'sluice_upstream_errors_total', { model: 'm', backend: 'silent', reason: 'mid_stream' })).toBe(1)
+    expect(await pollUntil(async () => (await metric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'silent' })) === 0, 100)).not.toBeNull()
+  })
+})
+
+describe('no healthy backend', () => {
+  it('answers 503 no_healthy_backend at once instead of queueing until max_wait_ms', async () => {
+    const sick = await standIn({ fail: 'status500' })
+    const gw = await gateway({
+      health: { interval_ms: 100, unhealthy_after: 1 },
+      queue: { max_wait_ms: 10000 },
+      backends: [{ url: sick.url, name: 'sick' }],
+    })
+
+    const notReady = await pollUntil(async () => (await fetch(`${gw.url}/readyz`)).status === 503, 100)
+    expect(notReady).not.toBeNull()
+    const { status, text } = await post(gw)
+
+    // A request that had waited in the queue would have ended as 503 queue_timeout (overloaded_error).
+    expect(status).toBe(503)
+    expect(JSON.parse(text)).toEqual({ error: { message: expect.any(String), type: 'service_unavailable', param: null, code: 'no_healthy_backend' } })
+    expect(sick.received).toHaveLength(0)
+    expect(await metric(gw, 'sluice_backend_up', { model: 'm', backend: 'sick' })).toBe(0)
+  })
+})
+
+describe('failover on backend answers', () => {
+  it('retries a 503 answer on another backend: every request gets the healthy backend\'s answer', async () => {
+    const overloaded = await tinyServer((_req, res) => {
+      const body = JSON.stringify({ error: { message: 'overloaded', type: 'ServiceUnavailableError', param: null, code: 503 } })
+      res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+    })
+    const healthy = await standIn({ tokens: 3 })
+    const gw = await gateway({
+      retries: 1,
+      balance: 'round_robin',
+      backends: [
+        { url: overloaded.url, name: 'overloaded' },
+        { url: healthy.url, name: 'healthy' },
+      ],
+    })
+
+    const results = []
+    for (let i = 0; i < 6; i++) results.push(await post(gw))
+
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200])
+    expect(results.map((r) => contentOf(r.text))).toEqual(Array(6).fill('tok0 tok1 tok2 '))
+    expect(healthy.received).toHaveLength(6)
+    // Round robin starts with the first backend: at least one request met the 503 and was moved.
+    expect(overloaded.chatRequests()).toBeGreaterThanOrEqual(1)
+  })
+
+  it('does not retry a 400 answer: the client gets it byte for byte and the other backend nothing', async () => {
+    const body = '{"object":"error","message":"max_tokens is too large","type":"BadRequestError","param":null,"code":400}'
+    const refusing = await tinyServer((_req, res) => {
+      res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+    })
+    const other = await standIn()
+    const gw = await gateway({
+      retries: 1,
+      balance: 'round_robin',
+      backends: [
+        { url: refusing.url, name: 'refusing' },
+        { url: other.url, name: 'other' },
+      ],
+    })
+
+    const first = await post(gw)
+
+    expect(first.status).toBe(400)
+    expect(first.text).toBe(body)
+    expect(refusing.chatRequests()).toBe(1)
+    expect(other.received).toHaveLength(0)
+  })
+})
+
+describe('least_loaded with backend metrics', () => {
+  it('steers sequential requests away from the backend that reports a long queue', async () => {
+    const busy = await standIn({ reportWaiting: 50 })
+    const idle = await standIn()
+    const gw = await gateway({
+      balance: 'least_loaded',
+      health: { interval_ms: 100 },
+      backends: [
+        { url: busy.url, name: 'busy' },
+        { url: idle.url, name: 'idle' },
+      ],
+    })
+    const route = gw.context.models.get('m')!
+    const waitingOf = (name: string) => gw.context.monitor.freshLoad(route.backend(name), route)?.waiting
+
+    // Both backends' /metrics have been read (observable on the running gateway's monitor).
+    const scraped = await pollUntil(() => waitingOf('busy') === 50 && waitingOf('idle') === 0, 100)
+    expect(scraped).not.toBeNull()
+
+    for (let i = 0; i < 40; i++) expect((await post(gw)).status).toBe(200)
+
+    expect(busy.received.length).toBeLessThanOrEqual(5)
+    expect(idle.received.length).toBeGreaterThanOrEqual(35)
+    expect(busy.received.length + idle.received.length).toBe(40)
+  })
+})
+
+describe('prefix_affinity end to end', () => {
+  it('keeps every turn of a conversation on one backend and spreads conversations', async () => {
+    const backends = await Promise.all([standIn({ tokens: 2 }), standIn({ tokens: 2 }), standIn({ tokens: 2 }), standIn({ tokens: 2 })])
+    const gw = await gateway({ balance: 'prefix_affinity', backends: backends.map((b, i) => ({ url: b.url, name: `b${i}` })) })
+
+    const conversations = 40
+    for (let c = 0; c < conversations; c++) {
+      const history: { role: string; content: string }[] = [
+        { role: 'system', content: `You are assistant number ${c}, with a persona of your own.` },
+        { role: 'user', content: `Conversation ${c}: tell me something.` },
+      ]
+      for (let turn = 0; turn < 3; turn++) {
+        const { status, text } = await post(gw, { messages: history })
+        expect(status).toBe(200)
+        history.push({ role: 'assistant', content: contentOf(text) }, { role: 'user', content: `Turn ${turn + 1}: go on.` })
+      }
+    }
+
+    const systemPromptOf = (body: unknown) => (body as { messages: { content: string }[] }).messages[0]!.content
+    const backendsByConversation = new Map<string, Set<number>>()
+    const turnsByConversation = new Map<string, number>()
+    backends.forEach((backend, index) => {
+      for (const request of backend.received) {
+        const system = systemPromptOf(request.body)
+        backendsByConversation.set(system, (backendsByConversation.get(system) ?? new Set()).add(index))
+        turnsByConversation.set(system, (turnsByConversation.get(system) ?? 0) + 1)
+      }
+    })
+    expect(backendsByConversation.size).toBe(conversations)
+    expect([...turnsByConversation.values()].every((turns) => turns === 3)).toBe(true)
+    const split = [...backendsByConversation.entries()].filter(([, used]) => used.size !== 1).map(([system]) => system)
+    expect(split).toEqual([])
+    const used = backends.filter((b) => b.received.length > 0).length
+    expect(used).toBeGreaterThan(1)
+  })
+})
