@@ -61,3 +61,20 @@ describe('operator endpoints', () => {
     expect(text).not.toContain(key.token)
   })
 })
+
+describe('server.metrics_port', () => {
+  it('serves /metrics on its own listener and not on the public one', async () => {
+    const separate = await startTestGateway({ server: { metrics_port: 0 }, auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url }] }] })
+    try {
+      expect(separate.metricsUrl).not.toBeNull()
+      const scraped = await fetch(`${separate.metricsUrl}/metrics`)
+      expect(scraped.status).toBe(200)
+      expect(await scraped.text()).toContain('sluice_requests_total')
+      const publicAnswer = await fetch(`${separate.url}/metrics`)
+      expect(publicAnswer.status).toBe(404)
+      expect((await publicAnswer.json()).error.type).toBe('not_found_error')
+    } finally {
+      await separate.shutdown()
+    }
+  })
+})
