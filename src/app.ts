@@ -1,8 +1,11 @@
 /**
  * Builds the gateway app from its context: global hooks first (request facts,
  * request id header, access log, draining), then routes, in an explicit order.
- * Never listens; main.ts (or a test) does.
+ * Never listens: it hands back its request handler, and server.ts routes the
+ * listener's requests to the current app (so a reload can swap apps while
+ * the old one finishes its requests).
  */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import type { GatewayContext } from './context.js'
 import { recordOnClose } from './access-log.js'
@@ -16,15 +19,25 @@ import { registerServiceRoutes } from './routes/service.js'
 import { registerPlatformRoutes } from './routes/platform.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 
+export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void
+
 export interface GatewayApp {
   readonly app: FastifyInstance
+  /** Answers one request of the shared listener. */
+  readonly handle: RequestHandler
   /** Turns new requests away with 503 while in-flight ones finish. */
   startDraining(): void
 }
 
 export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   let draining = false
+  let handle: RequestHandler | null = null
   const app = Fastify({
+    // The listener belongs to server.ts; fastify gets a server it never listens on.
+    serverFactory: (handler) => {
+      handle = handler
+      return createServer()
+    },
     loggerInstance: ctx.logger as FastifyBaseLogger,
     // access-log.ts writes the one line per request.
     logController: new LogController({ disableRequestLogging: true }),
@@ -72,8 +85,10 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   registerChatRoutes(app, ctx)
   registerPlatformRoutes(app, ctx)
   await app.ready()
+  if (handle === null) throw new Error('fastify did not hand over its request handler')
   return {
     app,
+    handle,
     startDraining() {
       draining = true
     },

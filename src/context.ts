@@ -46,6 +46,8 @@ export interface ContextOverrides {
   readonly clock?: Clock
   readonly newId?: () => string
   readonly random?: () => number
+  /** Metrics shared with an earlier generation (reload keeps counters running). */
+  readonly metrics?: Metrics
   /** Replaces the admission state (benchmarks measure the gateway without it). */
   readonly state?: AdmissionState
 }
@@ -53,13 +55,14 @@ export interface ContextOverrides {
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
   const models = buildModelRoutes(config.models)
   const upstreams = buildUpstreams(config)
-  const metrics = createMetrics()
+  const metrics = overrides.metrics ?? createMetrics()
   const users = new BasicUserStore(config.auth.users)
   for (const route of models.values()) {
-    metrics.queueDepth.set({ model: route.name }, 0)
+    // inc(…, 0) creates a series without overwriting what another generation counts.
+    metrics.queueDepth.inc({ model: route.name }, 0)
     for (const backend of route.backends) {
       metrics.backendUp.set({ model: route.name, backend: backend.name }, 1)
-      metrics.inflight.set({ model: route.name, backend: backend.name }, 0)
+      metrics.inflight.inc({ model: route.name, backend: backend.name }, 0)
     }
   }
   const clock = overrides.clock ?? { now: () => Date.now() }

@@ -8,7 +8,9 @@ import { runCheck } from './cli/check.js'
 import { runHashSecret } from './cli/hash-secret.js'
 import { ConfigError, loadConfigFile } from './config/load.js'
 import { createLogger } from './logger.js'
-import { startGateway } from './server.js'
+import { startGateway, type RunningGateway } from './server.js'
+import type { Logger } from 'pino'
+import { formatIssue } from './schemas/validation-issue.js'
 
 const DEFAULT_CONFIG = 'config/gateway.yaml'
 
@@ -38,7 +40,30 @@ async function main(): Promise<number> {
   }
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)
+  process.on('SIGHUP', () => void reloadFrom(configFile, gateway, logger))
   return -1
+}
+
+/** SIGHUP: a valid new config serves new requests; an invalid one is logged and the old one keeps serving. */
+async function reloadFrom(configFile: string, gateway: RunningGateway, logger: Logger): Promise<void> {
+  const reloads = gateway.context.metrics.configReloads
+  let config
+  try {
+    config = await loadConfigFile(configFile, process.env)
+  } catch (error) {
+    reloads.inc({ result: 'invalid' })
+    const problems = error instanceof ConfigError ? error.issues.map(formatIssue) : [String(error)]
+    logger.error({ config: configFile, problems }, 'config reload refused: the current config keeps serving')
+    return
+  }
+  try {
+    await gateway.reload(config)
+    reloads.inc({ result: 'ok' })
+    logger.info({ config: configFile, models: config.models.map((m) => m.name) }, 'config reloaded')
+  } catch (error) {
+    reloads.inc({ result: 'failed' })
+    logger.error({ err: error }, 'config reload failed: the current config keeps serving')
+  }
 }
 
 main().then(

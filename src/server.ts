@@ -1,60 +1,103 @@
 /**
- * A running gateway: context, app and listener, with graceful shutdown
- * (DESIGN.md start-up): stop accepting, let in-flight requests and streams
- * finish within the grace period, then close the rest.
+ * A running gateway: the listener, the generation (config + context + app)
+ * serving it, reload and graceful shutdown (DESIGN.md start-up).
+ *
+ * - reload: a new generation is built off to the side; once ready it takes
+ *   every new request, and the old one is closed when its last request (in
+ *   flight or queued) has ended. Listener settings (host, port, metrics_port)
+ *   need a restart.
+ * - shutdown: stop accepting, answer waiters 503, let in-flight requests and
+ *   streams finish within the grace period, then close the rest.
  */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
-import { buildApp } from './app.js'
-import { buildContext, type ContextOverrides, type GatewayContext } from './context.js'
+import type { ContextOverrides, GatewayContext } from './context.js'
 import { trackConnections } from './connection-drain.js'
+import { startGeneration, type Generation } from './generation.js'
+import { createMetrics } from './metrics/registry.js'
 import { startMetricsListener } from './metrics-listener.js'
 
 export interface RunningGateway {
   readonly url: string
   /** Where /metrics is served when `server.metrics_port` is set. */
   readonly metricsUrl: string | null
+  /** The context of the generation serving new requests. */
   readonly context: GatewayContext
+  /** Serves new requests with `config` from now on. */
+  reload(config: GatewayConfig): Promise<void>
   /** Drains and stops; resolves when everything is closed. */
   shutdown(): Promise<void>
 }
 
 export async function startGateway(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): Promise<RunningGateway> {
-  const context = buildContext(config, logger, overrides)
-  const { app, startDraining } = await buildApp(context)
-  const connections = trackConnections(app.server)
-  await app.listen({ host: config.server.host, port: config.server.port })
-  context.monitor.start()
+  const metrics = overrides.metrics ?? createMetrics()
+  const withMetrics = { ...overrides, metrics }
+  let current = await startGeneration(config, logger, withMetrics)
+  const retiring = new Set<Generation>()
+  const server = createServer((request, response) => current.handle(request, response))
+  const connections = trackConnections(server)
+  await listen(server, config.server.host, config.server.port)
   const metricsPort = config.server.metrics_port
-  const metricsListener = metricsPort === undefined ? null : await startMetricsListener(context.metrics.registry, config.server.host, metricsPort)
-  const address = app.server.address()
-  const port = typeof address === 'object' && address !== null ? address.port : config.server.port
+  const metricsListener = metricsPort === undefined ? null : await startMetricsListener(metrics.registry, config.server.host, metricsPort)
+  const { port } = server.address() as AddressInfo
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host
   let closing: Promise<void> | null = null
 
+  async function reload(next: GatewayConfig): Promise<void> {
+    if (closing !== null) throw new Error('the gateway is shutting down')
+    warnAboutListenerChanges(logger, current.config, next)
+    const fresh = await startGeneration(next, logger, withMetrics)
+    const old = current
+    current = fresh
+    retiring.add(old)
+    void old
+      .idle()
+      .then(() => old.close())
+      .catch((error: unknown) => logger.error({ err: error }, 'closing the previous configuration failed'))
+      .finally(() => retiring.delete(old))
+  }
+
   async function shutdown(): Promise<void> {
-    startDraining()
-    // Waiting requests are answered 503 at once; in-flight ones get the grace period.
-    context.state.close()
+    for (const generation of [current, ...retiring]) generation.drain()
     connections.drain()
     const grace = setTimeout(() => {
       logger.warn({ grace_ms: config.server.shutdown_grace_ms }, 'grace period over: closing remaining connections')
-      app.server.closeAllConnections()
+      server.closeAllConnections()
     }, config.server.shutdown_grace_ms)
     grace.unref()
     try {
-      await app.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
     } finally {
       clearTimeout(grace)
       await metricsListener?.close()
-      await context.close()
+      await Promise.all([current, ...retiring].map((generation) => generation.close()))
     }
   }
 
   return {
     url: `http://${host}:${port}`,
     metricsUrl: metricsListener?.url ?? null,
-    context,
+    get context() {
+      return current.context
+    },
+    reload,
     shutdown: () => (closing ??= shutdown()),
   }
+}
+
+function listen(server: Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+}
+
+function warnAboutListenerChanges(logger: Logger, before: GatewayConfig, after: GatewayConfig): void {
+  const changed = (['host', 'port', 'metrics_port'] as const).filter((key) => before.server[key] !== after.server[key])
+  if (changed.length > 0) logger.warn({ keys: changed.map((k) => `server.${k}`) }, 'listener settings change only on restart')
 }

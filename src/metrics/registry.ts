@@ -74,6 +74,12 @@ export function createMetrics() {
       labelNames: ['model', 'key', 'kind'] as const,
       registers,
     }),
+    configReloads: new Counter({
+      name: 'sluice_config_reloads_total',
+      help: 'Configuration reloads (SIGHUP), by result (ok|invalid|failed).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
     upstreamErrors: new Counter({
       name: 'sluice_upstream_errors_total',
       help: 'Failed attempts to get an answer from a backend, by reason.',

@@ -72,7 +72,7 @@ describe('server.metrics_port', () => {
       expect(await scraped.text()).toContain('sluice_requests_total')
       const publicAnswer = await fetch(`${separate.url}/metrics`)
       expect(publicAnswer.status).toBe(404)
-      expect((await publicAnswer.json()).error.type).toBe('not_found_error')
+      expect(((await publicAnswer.json()) as { error: { type: string } }).error.type).toBe('not_found_error')
     } finally {
       await separate.shutdown()
     }

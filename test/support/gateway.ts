@@ -46,8 +46,8 @@ export async function startTestGateway(object: Record<string, unknown>): Promise
     },
   })
   const gateway = await startGateway(config, createLogger('info', sink))
-  return {
-    ...gateway,
+  // Object.assign keeps the gateway's getters (its context follows reloads).
+  return Object.assign(gateway, {
     logText: () => chunks.join(''),
     logLines: () =>
       chunks
@@ -55,5 +55,5 @@ export async function startTestGateway(object: Record<string, unknown>): Promise
         .split('\n')
         .filter((line) => line.trim() !== '')
         .map((line) => JSON.parse(line) as Record<string, unknown>),
-  }
+  })
 }

@@ -1,0 +1,57 @@
+/**
+ * One configuration in service: its context (backends, pools, admission
+ * state, monitor) and its app, plus a count of the requests it is
+ * answering. A reload starts a new generation; the old one is retired: it
+ * takes no new requests, and is closed once its last request has ended, so
+ * in-flight and queued requests finish under the config they started with.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Logger } from 'pino'
+import { buildApp } from './app.js'
+import type { GatewayConfig } from './config/resolve.js'
+import { buildContext, type ContextOverrides, type GatewayContext } from './context.js'
+
+export interface Generation {
+  readonly config: GatewayConfig
+  readonly context: GatewayContext
+  handle(request: IncomingMessage, response: ServerResponse): void
+  /** New requests get 503 `shutting_down`; waiters are answered 503 at once. */
+  drain(): void
+  /** Resolves when every request this generation took has ended. */
+  idle(): Promise<void>
+  /** Frees what it holds (app hooks, pools, timers, connections to Redis). */
+  close(): Promise<void>
+}
+
+export async function startGeneration(config: GatewayConfig, logger: Logger, overrides: ContextOverrides): Promise<Generation> {
+  const context = buildContext(config, logger, overrides)
+  const { app, handle, startDraining } = await buildApp(context)
+  let active = 0
+  let onIdle: (() => void) | null = null
+  context.monitor.start()
+  return {
+    config,
+    context,
+    handle(request, response) {
+      active++
+      response.once('close', () => {
+        active--
+        if (active === 0) onIdle?.()
+      })
+      handle(request, response)
+    },
+    drain() {
+      startDraining()
+      context.state.close()
+    },
+    idle() {
+      if (active === 0) return Promise.resolve()
+      return new Promise((resolve) => (onIdle = resolve))
+    },
+    async close() {
+      context.monitor.stop()
+      await app.close()
+      await context.close()
+    },
+  }
+}
