@@ -3,8 +3,8 @@
 import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 
-export async function startChildServer(script, args = [], env = {}) {
-  const child = spawn(process.execPath, [script, ...args], {
+export async function startChildServer(script, args = [], env = {}, nodeFlags = []) {
+  const child = spawn(process.execPath, [...nodeFlags, script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, ...env },
   })

@@ -1,0 +1,73 @@
+// Open-loop load: requests are started on a fixed schedule whatever the
+// answers do, and latency is measured from the scheduled start, so a slow
+// target is charged for the queue it causes (no coordinated omission).
+import { Pool } from 'undici'
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return NaN
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
+}
+
+export async function openLoop({ url, path, headers, body, rate, seconds }) {
+  const pool = new Pool(url, { connections: 512, pipelining: 1 })
+  const latencies = []
+  let errors = 0
+  let non2xx = 0
+  const total = rate * seconds
+  const intervalMs = 1000 / rate
+  const start = performance.now()
+  const pending = []
+  for (let i = 0; i < total; i++) {
+    const scheduled = start + i * intervalMs
+    const wait = scheduled - performance.now()
+    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait))
+    pending.push(
+      pool
+        .request({ path, method: 'POST', headers, body })
+        .then(async (response) => {
+          await response.body.dump()
+          if (response.statusCode >= 300) non2xx++
+          latencies.push(performance.now() - scheduled)
+        })
+        .catch(() => errors++),
+    )
+  }
+  await Promise.all(pending)
+  await pool.close()
+  latencies.sort((a, b) => a - b)
+  return { sent: total, completed: latencies.length, errors, non2xx, p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99) }
+}
+
+/** Streaming: `connections` workers in a loop; time to first byte and last byte of each answer. */
+export async function streamLoop({ url, path, headers, body, connections, seconds }) {
+  const pool = new Pool(url, { connections })
+  const firstByte = []
+  const lastByte = []
+  let errors = 0
+  const deadline = performance.now() + seconds * 1000
+  const worker = async () => {
+    while (performance.now() < deadline) {
+      const started = performance.now()
+      try {
+        const response = await pool.request({ path, method: 'POST', headers, body })
+        let first = true
+        for await (const _chunk of response.body) {
+          if (first) {
+            firstByte.push(performance.now() - started)
+            first = false
+          }
+        }
+        lastByte.push(performance.now() - started)
+      } catch {
+        errors++
+      }
+    }
+  }
+  const began = performance.now()
+  await Promise.all(Array.from({ length: connections }, worker))
+  const elapsed = (performance.now() - began) / 1000
+  await pool.close()
+  firstByte.sort((a, b) => a - b)
+  lastByte.sort((a, b) => a - b)
+  return { completed: lastByte.length, errors, rps: lastByte.length / elapsed, ttfb_p50_ms: percentile(firstByte, 50), ttlb_p50_ms: percentile(lastByte, 50) }
+}
