@@ -11,6 +11,7 @@ export class Backend {
   readonly weight: number
   readonly apiKey: string | undefined
   readonly pool: Pool
+  readonly #prefix: string
   /** Written by the backend monitor (active checks) and by real traffic (passive). */
   health: HealthState = INITIAL_HEALTH
   /** The backend's own load from its /metrics, with when it was read. */
@@ -22,6 +23,7 @@ export class Backend {
     this.url = settings.url
     this.weight = settings.weight
     this.apiKey = settings.api_key === '' ? undefined : settings.api_key
+    this.#prefix = new URL(settings.url).pathname.replace(/\/+$/, '')
     this.pool = new Pool(new URL(settings.url).origin, {
       // One socket per admitted request (HTTP/1.1 has no multiplexing), plus
       // spares so health and metrics probes never wait behind a long stream.
@@ -37,10 +39,9 @@ export class Backend {
     return isUsable(this.health, now)
   }
 
-  /** The backend URL's own path prefix, if it was configured with one (`http://h/prefix`). */
+  /** The path on this backend: its URL's own path prefix (`http://h/prefix`), then `path`. */
   pathFor(path: string): string {
-    const prefix = new URL(this.url).pathname.replace(/\/+$/, '')
-    return `${prefix}${path}`
+    return `${this.#prefix}${path}`
   }
 
   async close(): Promise<void> {
