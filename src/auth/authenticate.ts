@@ -25,6 +25,11 @@ function unauthorized(requirement: AuthRequirement, code: 'missing_credentials' 
   return new GatewayError(code, message, { headers: { 'www-authenticate': challenge } })
 }
 
+/** Several Authorization headers: which one counts is ambiguous, so none does. */
+export function duplicateCredentials(requirement: AuthRequirement): GatewayError {
+  return unauthorized(requirement, 'invalid_credentials', 'Send exactly one Authorization header.')
+}
+
 export async function authenticate(
   header: string | undefined,
   requirement: AuthRequirement,

@@ -1,11 +1,17 @@
 /**
  * JSON bodies are parsed once and their exact bytes kept, because a valid
  * training-job or object-read body is forwarded as received (DESIGN.md),
- * not re-serialized. `__proto__` and `constructor.prototype` keys are refused
- * (secure-json-parse), as fastify's own parser does.
+ * not re-serialized. Refused with 400 before any route sees them: bytes
+ * that are not UTF-8 (RFC 8259 §8.1; decoding would repair them, so what was
+ * checked would differ from what is forwarded), `__proto__` and
+ * `constructor.prototype` keys (secure-json-parse, as fastify's own parser
+ * does), nesting deeper than MAX_DEPTH, and numbers beyond the double range.
  */
+import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance } from 'fastify'
 import secureJson from 'secure-json-parse'
+import { GatewayError } from '../errors/gateway-error.js'
+import { firstNonFiniteNumber, MAX_DEPTH, mayHoldNonFiniteNumber, nestingDepth } from './json-limits.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -29,10 +35,28 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
       done(new InvalidJsonError('the body is empty'), undefined)
       return
     }
+    if (!isUtf8(raw)) {
+      done(new InvalidJsonError('it is not valid UTF-8'), undefined)
+      return
+    }
+    if (nestingDepth(raw) > MAX_DEPTH) {
+      done(new InvalidJsonError(`it nests objects and arrays deeper than ${MAX_DEPTH} levels`), undefined)
+      return
+    }
+    let parsed: unknown
+    const text = raw.toString('utf8')
     try {
-      done(null, secureJson.parse(raw.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }))
+      parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
     } catch (error) {
       done(new InvalidJsonError((error as Error).message), undefined)
+      return
     }
+    const huge = mayHoldNonFiniteNumber(text) ? firstNonFiniteNumber(parsed) : null
+    if (huge !== null) {
+      const param = huge === '' ? null : huge
+      done(new GatewayError('invalid_value', `${param ?? 'The body'} is a number beyond the double range (±1.8e308).`, { param }), undefined)
+      return
+    }
+    done(null, parsed)
   })
 }

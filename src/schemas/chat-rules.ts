@@ -22,11 +22,13 @@ type Rule = (body: ChatCompletionBody, model: ModelFacts) => RuleViolation | nul
 
 const rules: readonly Rule[] = [
   function messageContent(body) {
-    const index = body.messages.findIndex((m) => m.content === undefined || m.content === null)
+    // Every message needs content, except an assistant message carrying tool_calls.
+    const index = body.messages.findIndex((m) => {
+      if (m.content !== undefined && m.content !== null) return false
+      const toolCalls = (m as Record<string, unknown>).tool_calls
+      return !(m.role === 'assistant' && Array.isArray(toolCalls) && toolCalls.length > 0)
+    })
     if (index < 0) return null
-    const message = body.messages[index] as Record<string, unknown>
-    const toolCalls = message.tool_calls
-    if (message.role === 'assistant' && Array.isArray(toolCalls) && toolCalls.length > 0) return null
     return { param: `messages.${index}.content`, message: 'is required (it may be omitted only on an assistant message with tool_calls)', missing: true }
   },
   function priorityNeedsScheduling(body, model) {

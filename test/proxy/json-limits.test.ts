@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest'
+import { firstNonFiniteNumber, mayHoldNonFiniteNumber, nestingDepth } from '../../src/proxy/json-limits.js'
+
+describe('nestingDepth', () => {
+  it('counts objects and arrays, not brackets inside strings or escaped quotes', () => {
+    expect(nestingDepth(Buffer.from('1'))).toBe(0)
+    expect(nestingDepth(Buffer.from('{"a":[1,{"b":[]}]}'))).toBe(4)
+    expect(nestingDepth(Buffer.from('{"a":"[[[{{{"}'))).toBe(1)
+    expect(nestingDepth(Buffer.from('{"a":"\\"[[[","b":[[]]}'))).toBe(3)
+    expect(nestingDepth(Buffer.from('{"a":"\\\\","b":[[]]}'))).toBe(3)
+  })
+})
+
+describe('numbers beyond the double range', () => {
+  it('only texts with a long exponent or digit run are suspected', () => {
+    expect(mayHoldNonFiniteNumber('{"a":1.5e10,"b":123456}')).toBe(false)
+    expect(mayHoldNonFiniteNumber('{"a":1e400}')).toBe(true)
+    expect(mayHoldNonFiniteNumber(`{"a":${'9'.repeat(400)}}`)).toBe(true)
+  })
+
+  it('finds the dotted path of the first non-finite number', () => {
+    expect(firstNonFiniteNumber(JSON.parse('{"a":{"b":[1,1e400]}}'))).toBe('a.b.1')
+    expect(firstNonFiniteNumber(JSON.parse('{"a":"1e400","b":[1,2]}'))).toBeNull()
+    expect(firstNonFiniteNumber(JSON.parse('-1e400'))).toBe('')
+  })
+})
