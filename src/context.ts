@@ -13,7 +13,9 @@ import { buildModelRoutes, type ModelRoute } from './routing/model-route.js'
 import { BasicUserStore } from './auth/basic.js'
 import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
 import { Upstream } from './routing/upstream.js'
-import { buildMemoryState, type AdmissionState } from './state/memory-state.js'
+import type { AdmissionState } from './state/memory-state.js'
+import { buildAdmissionState } from './state/admission-state.js'
+import type { RedisTimings } from './state/redis-link.js'
 import type { AdmissionObserver } from './state/store.js'
 import { BackendMonitor } from './routing/backend-monitor.js'
 
@@ -38,7 +40,7 @@ export interface GatewayContext {
   readonly state: AdmissionState
   /** Health checks, backend load and passive failure reports. */
   readonly monitor: BackendMonitor
-  /** Releases what the context holds (connection pools). */
+  /** Releases what the context holds (connection pools, Redis connections). */
   close(): Promise<void>
 }
 
@@ -50,6 +52,8 @@ export interface ContextOverrides {
   readonly metrics?: Metrics
   /** Replaces the admission state (benchmarks measure the gateway without it). */
   readonly state?: AdmissionState
+  /** Redis mode's lease, heartbeat and budget timings (tests shorten them). */
+  readonly redisTimings?: RedisTimings
 }
 
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
@@ -67,7 +71,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   }
   const clock = overrides.clock ?? { now: () => Date.now() }
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
-  const state = overrides.state ?? buildMemoryState(config, usable, clock, admissionMetrics(metrics))
+  const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings)
   const monitor = new BackendMonitor(models, clock, metrics, logger, { wake: (model) => state.slots.get(model)?.wake() })
   return {
     config,
@@ -83,7 +87,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     authenticators: { bearer: new BearerKeyring(config.auth.keys), basic: (username, password) => users.verify(username, password) },
     async close() {
       monitor.stop()
-      await Promise.all([...[...models.values()].map((m) => m.close()), ...[...upstreams.values()].map((u) => u.close())])
+      await Promise.all([...[...models.values()].map((m) => m.close()), ...[...upstreams.values()].map((u) => u.close()), state.disconnect()])
     },
   }
 }

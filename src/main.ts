@@ -22,12 +22,19 @@ async function main(): Promise<number> {
 
   const config = await loadConfigFile(configFile, process.env)
   const logger = createLogger(config.log.level)
-  const gateway = await startGateway(config, logger)
-  logger.info({ url: gateway.url, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
+  // A SIGHUP with no listener would kill the process: listen before anything
+  // is announced, and ignore reloads until the gateway is up.
+  let gateway: RunningGateway | null = null
+  process.on('SIGHUP', () => {
+    if (gateway === null) logger.warn('SIGHUP before the gateway was ready: ignored')
+    else void reloadFrom(configFile, gateway, logger)
+  })
+  gateway = await startGateway(config, logger)
+  const running = gateway
 
   const stop = (signal: string) => {
     logger.info({ signal, grace_ms: config.server.shutdown_grace_ms }, 'draining')
-    gateway.shutdown().then(
+    running.shutdown().then(
       () => {
         logger.info('stopped')
         process.exit(0)
@@ -40,7 +47,7 @@ async function main(): Promise<number> {
   }
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)
-  process.on('SIGHUP', () => void reloadFrom(configFile, gateway, logger))
+  logger.info({ url: running.url, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
   return -1
 }
 

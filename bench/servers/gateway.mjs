@@ -46,7 +46,7 @@ function passThroughState(models) {
       },
     ]),
   )
-  return { slots, keys: { admit: async () => ({ chargeTokens: async () => {}, release() {} }) }, close() {} }
+  return { slots, keys: { admit: async () => ({ chargeTokens: async () => {}, release() {} }) }, close() {}, reachable: () => true, disconnect: async () => {} }
 }
 
 const overrides = variant === 'no-admission' ? { state: passThroughState(config.config.models) } : {}

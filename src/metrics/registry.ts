@@ -86,6 +86,12 @@ export function createMetrics() {
       labelNames: ['model', 'backend', 'reason'] as const,
       registers,
     }),
+    // Exported in redis mode only: state/admission-state.ts takes it off the registry otherwise.
+    redisUp: new Gauge({
+      name: 'sluice_redis_up',
+      help: 'Redis mode: 1 while this replica reaches Redis (shared state), 0 while it admits on local limits.',
+      registers,
+    }),
   }
 }
 

@@ -8,8 +8,10 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: GatewayContext)
   app.get('/readyz', { config: { family: 'service' } }, async (_request, reply) => {
     const now = ctx.clock.now()
     const modelsWithoutBackend = [...ctx.models.values()].filter((m) => !m.hasUsableBackend(now)).map((m) => m.name)
-    const ready = modelsWithoutBackend.length === 0
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', models_without_healthy_backend: modelsWithoutBackend })
+    // Redis mode: not ready while the shared state is unreachable (admission runs on local limits).
+    const shared = ctx.config.state.kind === 'redis' ? { redis: ctx.state.reachable() ? 'up' : 'down' } : {}
+    const ready = modelsWithoutBackend.length === 0 && ctx.state.reachable()
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', models_without_healthy_backend: modelsWithoutBackend, ...shared })
   })
 
   // With server.metrics_port set, /metrics lives on its own listener (metrics-listener.ts).

@@ -6,10 +6,8 @@
 import type { Clock } from '../context.js'
 import type { KeyLimitSettings } from '../config/schema.js'
 import { chargeTokens, checkTokens, takeRequest, type Bucket } from '../scheduling/token-bucket.js'
-import { AdmissionRefused, type KeyLimiter, type KeyTicket } from './store.js'
-
-/** Retry-After for a key at its concurrency limit: one of its requests usually ends soon. */
-const CONCURRENCY_RETRY_MS = 1000
+import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
+import type { KeyLimiter, KeyTicket } from './store.js'
 
 export class MemoryKeyLimiter implements KeyLimiter {
   readonly #clock: Clock
@@ -25,15 +23,15 @@ export class MemoryKeyLimiter implements KeyLimiter {
     const now = this.#clock.now()
     const active = this.#active.get(keyId) ?? 0
     if (limits.max_concurrency !== undefined && active >= limits.max_concurrency) {
-      throw new AdmissionRefused('concurrency', CONCURRENCY_RETRY_MS, `Key "${keyId}" already has ${active} requests queued or in flight (limit ${limits.max_concurrency}).`)
+      throw concurrencyRefusal(keyId, active, limits)
     }
     if (limits.tokens_per_minute !== undefined) {
       const tokens = checkTokens(this.#tokens.get(keyId), limits.tokens_per_minute, now)
-      if (!tokens.ok) throw new AdmissionRefused('rate_limit_tokens', tokens.retryAfterMs, `Key "${keyId}" used its ${limits.tokens_per_minute} tokens per minute.`)
+      if (!tokens.ok) throw tokensRefusal(keyId, tokens.retryAfterMs, limits)
     }
     if (limits.requests_per_minute !== undefined) {
       const taken = takeRequest(this.#requests.get(keyId), limits.requests_per_minute, now)
-      if (!taken.ok) throw new AdmissionRefused('rate_limit_requests', taken.retryAfterMs, `Key "${keyId}" sent its ${limits.requests_per_minute} requests per minute.`)
+      if (!taken.ok) throw requestsRefusal(keyId, taken.retryAfterMs, limits)
       this.#requests.set(keyId, taken.bucket)
     }
     this.#active.set(keyId, active + 1)

@@ -5,7 +5,8 @@
 import type { Clock } from '../context.js'
 import { backendsWithRoom, decideArrival } from '../scheduling/admission.js'
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
-import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type SlotLease, type SlotRequest } from './store.js'
+import { slotRefusal } from './slot-refusals.js'
+import type { AdmissionObserver, AdmissionRefused, ModelSlots, SlotLease, SlotRejection, SlotRequest } from './store.js'
 
 export interface ModelSlotSettings {
   readonly model: string
@@ -15,10 +16,13 @@ export interface ModelSlotSettings {
   readonly maxWaitMs: number
   /** False for a backend that must get no new requests (unhealthy). */
   readonly usable: (backend: string) => boolean
+  /**
+   * Requests this replica runs on the backend under another store's leases
+   * (Redis leases still running while Redis is away): they count against
+   * the backend's slots too. [none]
+   */
+  readonly elsewhere?: (backend: string) => number
 }
-
-/** Retry-After for queue refusals: the queue moves continuously, so "soon". */
-const QUEUE_RETRY_MS = 1000
 
 interface Waiter extends QueueEntry {
   readonly request: SlotRequest
@@ -128,8 +132,9 @@ export class MemoryModelSlots implements ModelSlots {
   }
 
   #grantNow(choose: SlotRequest['choose'], exclude: ReadonlySet<string>, arrivedAt: number): SlotLease | null {
-    const { backends, slotsPerBackend, usable, model } = this.#settings
-    const room = backendsWithRoom(backends, (b) => this.inFlight(b), (b) => usable(b) && !exclude.has(b), slotsPerBackend)
+    const { backends, slotsPerBackend, usable, model, elsewhere } = this.#settings
+    const taken = (b: string) => this.inFlight(b) + (elsewhere?.(b) ?? 0)
+    const room = backendsWithRoom(backends, taken, (b) => usable(b) && !exclude.has(b), slotsPerBackend)
     if (room.length === 0) return null
     const backend = choose(room)
     this.#inFlight.set(backend, this.inFlight(backend) + 1)
@@ -150,13 +155,7 @@ export class MemoryModelSlots implements ModelSlots {
     }
   }
 
-  #refusal(reason: 'queue_full' | 'queue_timeout' | 'shutting_down'): AdmissionRefused {
-    const model = this.#settings.model
-    const messages = {
-      queue_full: `Model "${model}" has too many requests waiting; retry later.`,
-      queue_timeout: `Model "${model}" stayed busy longer than its queue wait limit (${this.#settings.maxWaitMs} ms); retry later.`,
-      shutting_down: 'The gateway is shutting down; retry on another replica.',
-    }
-    return new AdmissionRefused(reason, QUEUE_RETRY_MS, messages[reason])
+  #refusal(reason: SlotRejection): AdmissionRefused {
+    return slotRefusal(reason, this.#settings.model, this.#settings.maxWaitMs)
   }
 }

@@ -2,14 +2,30 @@
 import type { Clock } from '../context.js'
 import type { GatewayConfig } from '../config/resolve.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
-import { MemoryModelSlots } from './memory-slots.js'
+import { MemoryModelSlots, type ModelSlotSettings } from './memory-slots.js'
 import type { AdmissionObserver, KeyLimiter, ModelSlots } from './store.js'
 
 export interface AdmissionState {
   readonly slots: ReadonlyMap<string, ModelSlots>
   readonly keys: KeyLimiter
+  /** False while a shared store (Redis) is unreachable and admission runs on local limits. */
+  reachable(): boolean
   /** Turns every waiter away (shutdown); in-flight leases stay valid. */
   close(): void
+  /** Frees connections and timers, once no lease is held any more (after `close()` and the drain). */
+  disconnect(): Promise<void>
+}
+
+/** The slot settings of one configured model. */
+export function modelSlotSettings(model: GatewayConfig['models'][number], usable: (model: string, backend: string) => boolean): ModelSlotSettings {
+  return {
+    model: model.name,
+    backends: model.backends.map((b) => b.name),
+    slotsPerBackend: model.max_concurrency_per_backend,
+    maxQueue: model.queue.max_size,
+    maxWaitMs: model.queue.max_wait_ms,
+    usable: (backend: string) => usable(model.name, backend),
+  }
 }
 
 export function buildMemoryState(
@@ -19,22 +35,14 @@ export function buildMemoryState(
   observer: AdmissionObserver,
 ): AdmissionState {
   const slots = new Map<string, ModelSlots>()
-  for (const model of config.models) {
-    const settings = {
-      model: model.name,
-      backends: model.backends.map((b) => b.name),
-      slotsPerBackend: model.max_concurrency_per_backend,
-      maxQueue: model.queue.max_size,
-      maxWaitMs: model.queue.max_wait_ms,
-      usable: (backend: string) => usable(model.name, backend),
-    }
-    slots.set(model.name, new MemoryModelSlots(settings, clock, observer))
-  }
+  for (const model of config.models) slots.set(model.name, new MemoryModelSlots(modelSlotSettings(model, usable), clock, observer))
   return {
     slots,
     keys: new MemoryKeyLimiter(clock),
+    reachable: () => true,
     close() {
       for (const modelSlots of slots.values()) modelSlots.close()
     },
+    disconnect: async () => undefined,
   }
 }

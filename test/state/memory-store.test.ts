@@ -1,6 +1,9 @@
+import { pino } from 'pino'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import type { GatewayConfig } from '../../src/config/resolve.js'
+import { createMetrics } from '../../src/metrics/registry.js'
+import { buildAdmissionState } from '../../src/state/admission-state.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { buildMemoryState } from '../../src/state/memory-state.js'
 import { MemoryModelSlots } from '../../src/state/memory-slots.js'
@@ -81,11 +84,39 @@ describe('buildMemoryState', () => {
     expect(big.inFlight('b1')).toBe(0)
   })
 
+  it('counts requests running under another store’s leases (elsewhere) against the slots', async () => {
+    let elsewhere = 1
+    const settings = { model: 'm', backends: ['a'], slotsPerBackend: 2, maxQueue: 10, maxWaitMs: 1000, usable: () => true, elsewhere: () => elsewhere }
+    const slots = new MemoryModelSlots(settings, clock, new RecordingObserver())
+    const lease = await slots.acquire({ priority: 0, signal: new AbortController().signal, choose })
+    const waiting = slots.acquire({ priority: 0, signal: new AbortController().signal, choose })
+    expect(slots.queueDepth()).toBe(1)
+    // The other store's request ended: wake() serves the queue.
+    elsewhere = 0
+    slots.wake()
+    ;(await waiting).release()
+    lease.release()
+    expect(slots.inFlight('a')).toBe(0)
+    slots.close()
+  })
+
   it('shares one key limiter across models', async () => {
     const state = buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver())
     const ticket = await state.keys.admit('k', { max_concurrency: 1 })
     await expect(state.keys.admit('k', { max_concurrency: 1 })).rejects.toMatchObject({ reason: 'concurrency' })
     ticket.release()
     state.close()
+  })
+})
+
+describe('buildAdmissionState', () => {
+  it('builds the memory state for state.kind memory, always reachable, exporting no sluice_redis_up', async () => {
+    const metrics = createMetrics()
+    const state = buildAdmissionState(config(TWO_MODELS), () => true, { now: () => 0 }, new RecordingObserver(), pino({ level: 'silent' }), metrics)
+    expect([...state.slots.keys()]).toEqual(['small', 'big'])
+    expect(state.reachable()).toBe(true)
+    expect(await metrics.registry.metrics()).not.toContain('sluice_redis_up')
+    state.close()
+    await state.disconnect()
   })
 })

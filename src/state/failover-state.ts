@@ -1,0 +1,116 @@
+/**
+ * Redis mode's outage behaviour (DESIGN.md "Shared state"): each call goes to
+ * the shared (Redis) store while Redis is reachable, and to this replica's
+ * memory store when it is not, or when that one call failed or ran over its
+ * budget. A lease or ticket is given back to the store that granted it, so
+ * nothing granted during an outage is counted twice or leaks; waiters queued
+ * in Redis when it goes away move to the local queue.
+ */
+import type { KeyLimitSettings } from '../config/schema.js'
+import { RedisUnavailable, type RedisLink } from './redis-link.js'
+import type { KeyLimiter, KeyTicket, ModelSlots, SlotLease, SlotRequest } from './store.js'
+
+export class FailoverModelSlots implements ModelSlots {
+  readonly #shared: ModelSlots
+  readonly #local: ModelSlots
+  readonly #link: RedisLink
+
+  constructor(shared: ModelSlots, local: ModelSlots, link: RedisLink) {
+    this.#shared = shared
+    this.#local = local
+    this.#link = link
+  }
+
+  async acquire(request: SlotRequest): Promise<SlotLease> {
+    if (this.#link.up()) {
+      try {
+        return this.#wakingLocal(await this.#shared.acquire(request))
+      } catch (error) {
+        if (!(error instanceof RedisUnavailable)) throw error
+      }
+    }
+    return this.#local.acquire(request)
+  }
+
+  async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
+    if (this.#link.up()) {
+      try {
+        const lease = await this.#shared.tryAcquire(exclude, choose)
+        return lease === null ? null : this.#wakingLocal(lease)
+      } catch (error) {
+        if (!(error instanceof RedisUnavailable)) throw error
+      }
+    }
+    return this.#local.tryAcquire(exclude, choose)
+  }
+
+  /** A shared lease ending frees a local slot too (local limits count it): the local queue may move. */
+  #wakingLocal(lease: SlotLease): SlotLease {
+    return {
+      backend: lease.backend,
+      waitedMs: lease.waitedMs,
+      release: () => {
+        lease.release()
+        this.#local.wake()
+      },
+    }
+  }
+
+  wake(): void {
+    this.#shared.wake()
+    this.#local.wake()
+  }
+
+  queueDepth(): number {
+    return this.#shared.queueDepth() + this.#local.queueDepth()
+  }
+
+  inFlight(backend: string): number {
+    return this.#shared.inFlight(backend) + this.#local.inFlight(backend)
+  }
+
+  close(): void {
+    this.#shared.close()
+    this.#local.close()
+  }
+}
+
+export class FailoverKeyLimiter implements KeyLimiter {
+  readonly #shared: KeyLimiter
+  readonly #local: KeyLimiter
+  readonly #link: RedisLink
+
+  constructor(shared: KeyLimiter, local: KeyLimiter, link: RedisLink) {
+    this.#shared = shared
+    this.#local = local
+    this.#link = link
+  }
+
+  async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
+    if (this.#link.up()) {
+      try {
+        return sparedOutage(await this.#shared.admit(keyId, limits))
+      } catch (error) {
+        if (!(error instanceof RedisUnavailable)) throw error
+      }
+    }
+    return this.#local.admit(keyId, limits)
+  }
+}
+
+/**
+ * Tokens of an answer that ends while Redis is away are not counted (the
+ * outage is logged once, not once per request).
+ */
+function sparedOutage(ticket: KeyTicket): KeyTicket {
+  return {
+    release: () => ticket.release(),
+    chargeTokens: async (tokens) => {
+      try {
+        await ticket.chargeTokens(tokens)
+      } catch (error) {
+        if (!(error instanceof RedisUnavailable)) throw error
+      }
+    },
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * Per-key limit scripts: the token buckets of scheduling/token-bucket.ts in
+ * Lua (same formulas, same order of operations, so both stores compute the
+ * same Retry-After), and the key's concurrency as a ZSET of tickets with
+ * expiries, so a dead replica's share expires.
+ *
+ * KEYS: 1 rate hash (rl, ra: requests bucket level and time; tl, ta: tokens), 2 active tickets ZSET.
+ * ARGV[1] is the time in ms, or '' to use Redis `TIME` (the default: replicas
+ * with skewed clocks agree; tests pass a hand-moved clock).
+ */
+const KEY_PRELUDE = `
+local now
+if ARGV[1] == '' then
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local WINDOW = 60000
+
+-- refill() of token-bucket.ts: a missing bucket is full; a clock that steps back counts nothing twice.
+local function refill(field, per)
+  local level = tonumber(redis.call('HGET', KEYS[1], field .. 'l'))
+  local at = tonumber(redis.call('HGET', KEYS[1], field .. 'a'))
+  if level == nil or at == nil then return per, now end
+  if now <= at then return level, at end
+  return math.min(per, level + ((now - at) * per) / WINDOW), now
+end
+
+local function wait_for(level, needed, per)
+  if level >= needed then return 0 end
+  return math.ceil(((needed - level) * WINDOW) / per)
+end
+
+local function store(field, level, at, per)
+  redis.call('HSET', KEYS[1], field .. 'l', string.format('%.17g', level), field .. 'a', string.format('%.17g', at))
+  -- Once full again a bucket equals a missing one: let Redis forget it then.
+  local full_in = math.ceil(((per - level) * WINDOW) / per)
+  local keep = tonumber(redis.call('PTTL', KEYS[1]))
+  if full_in + 1000 > keep then redis.call('PEXPIRE', KEYS[1], full_in + 1000) end
+end
+`
+
+/**
+ * ARGV: now, max concurrency, requests per minute, tokens per minute (0 = no
+ * limit), ticket id, ticket TTL ms. Checks in the memory limiter's order:
+ * concurrency, tokens, requests; a refusal takes nothing.
+ */
+const ADMIT = `
+local max_concurrency, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ticket, ttl = ARGV[5], tonumber(ARGV[6])
+if max_concurrency > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  local active = redis.call('ZCARD', KEYS[2])
+  if active >= max_concurrency then return cjson.encode({ status = 'concurrency', active = active }) end
+end
+if tpm > 0 then
+  local level = refill('t', tpm)
+  if not (level > 0) then return cjson.encode({ status = 'rate_limit_tokens', retry = wait_for(level, 1, tpm) }) end
+end
+if rpm > 0 then
+  local level, at = refill('r', rpm)
+  if level < 1 then return cjson.encode({ status = 'rate_limit_requests', retry = wait_for(level, 1, rpm) }) end
+  store('r', level - 1, at, rpm)
+end
+if max_concurrency > 0 then
+  redis.call('ZADD', KEYS[2], now + ttl, ticket)
+  redis.call('PEXPIRE', KEYS[2], ttl * 2)
+end
+return cjson.encode({ status = 'admitted' })
+`
+
+/** ARGV: now, tokens per minute, tokens used by an answer. */
+const CHARGE = `
+local tpm, tokens = tonumber(ARGV[2]), tonumber(ARGV[3])
+local level, at = refill('t', tpm)
+store('t', level - tokens, at, tpm)
+return 'charged'
+`
+
+/** ARGV: now, ticket TTL ms, ticket ids. Renews (or puts back) the tickets still held. */
+const RENEW = `
+local ttl = tonumber(ARGV[2])
+for k = 3, #ARGV do redis.call('ZADD', KEYS[2], now + ttl, ARGV[k]) end
+redis.call('PEXPIRE', KEYS[2], ttl * 2)
+return 'renewed'
+`
+
+export const KEY_SCRIPTS = {
+  sluiceKeyAdmit: KEY_PRELUDE + ADMIT,
+  sluiceKeyCharge: KEY_PRELUDE + CHARGE,
+  sluiceKeyRenew: KEY_PRELUDE + RENEW,
+} as const
+
+export type KeyScript = keyof typeof KEY_SCRIPTS

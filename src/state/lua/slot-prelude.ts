@@ -1,0 +1,134 @@
+/**
+ * Lua shared by every slot script (prepended to each): the argument header,
+ * the clock (Redis `TIME`, so replicas with skewed clocks agree), pruning of
+ * expired leases and dead replicas' waiters, and handing free slots to the
+ * head of the queue.
+ *
+ * KEYS: 1 queue, 2 seq, 3 waiters, 4 owners, 5 grants, 6.. one lease ZSET per backend.
+ * ARGV: 1 replica id, 2 model, 3 slots per backend, 4 lease/heartbeat TTL ms,
+ *       5 replica channel prefix, 6 freed channel, 7 n backends,
+ *       8..7+n backend names, 8+n..7+2n usable flags ('1'/'0'),
+ *       then the script's own arguments from index `rest`.
+ * Waiter ids are `<replica id>/<n>`; queue members are
+ * `<14 hex priority>:<16 hex seq>:<waiter id>` (32 characters before the id).
+ * Every script answers one JSON object: its fields plus `counts` (leases
+ * per backend) and `handed` ([id, backend, ...] slots handed to this
+ * replica's own waiters).
+ */
+export const SLOT_PRELUDE = `
+local Q, SEQ, W, OWN, GR = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local me, model = ARGV[1], ARGV[2]
+local slots, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local replica_channel, freed_channel = ARGV[5], ARGV[6]
+local n = tonumber(ARGV[7])
+local names, usable = {}, {}
+for i = 1, n do
+  names[i] = ARGV[7 + i]
+  usable[i] = ARGV[7 + n + i] == '1'
+end
+local rest = 8 + 2 * n
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+
+local function lease_key(i) return KEYS[5 + i] end
+local function count(i) return redis.call('ZCARD', KEYS[5 + i]) end
+local function owner_of(id) return string.match(id, '^([^/]*)/') end
+local function waiter_of(member) return string.sub(member, 33) end
+
+local function index_of(name)
+  for i = 1, n do if names[i] == name then return i end end
+  return nil
+end
+
+local function drop_waiter(id)
+  local member = redis.call('HGET', W, id)
+  if not member then return false end
+  redis.call('ZREM', Q, member)
+  redis.call('HDEL', W, id)
+  return true
+end
+
+-- Expired leases, and the waiters and pending grants of replicas whose heartbeat lapsed.
+local function prune()
+  for i = 1, n do redis.call('ZREMRANGEBYSCORE', lease_key(i), '-inf', now) end
+  local dead = redis.call('ZRANGEBYSCORE', OWN, '-inf', now)
+  if #dead == 0 then return end
+  local gone = {}
+  for _, rid in ipairs(dead) do gone[rid] = true end
+  local all = redis.call('HGETALL', W)
+  for i = 1, #all, 2 do
+    if gone[owner_of(all[i])] then
+      redis.call('ZREM', Q, all[i + 1])
+      redis.call('HDEL', W, all[i])
+    end
+  end
+  for _, id in ipairs(redis.call('HKEYS', GR)) do
+    if gone[owner_of(id)] then redis.call('HDEL', GR, id) end
+  end
+  redis.call('ZREMRANGEBYSCORE', OWN, '-inf', now)
+end
+
+-- Indexes of the backends usable here with a free slot.
+local function room()
+  local out = {}
+  for i = 1, n do
+    if usable[i] and count(i) < slots then out[#out + 1] = i end
+  end
+  return out
+end
+
+local function names_of(indexes)
+  local out = {}
+  for _, i in ipairs(indexes) do out[#out + 1] = names[i] end
+  return out
+end
+
+-- The preferred backend when it has room, else the only one with room, else nil (the caller's balancer chooses).
+local function pick(candidates, preferred)
+  for _, i in ipairs(candidates) do
+    if names[i] == preferred then return i end
+  end
+  if #candidates == 1 then return candidates[1] end
+  return nil
+end
+
+local handed = {}
+
+-- Hands backend i's free slots to the head waiters: a lease in the waiter's
+-- name, a grant record, and a message to its replica (or the reply, when it is this one).
+local function hand_off(i)
+  local given = 0
+  while count(i) < slots do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then break end
+    local id = waiter_of(head)
+    redis.call('ZREM', Q, head)
+    redis.call('HDEL', W, id)
+    redis.call('ZADD', lease_key(i), now + ttl, id)
+    redis.call('HSET', GR, id, names[i])
+    local owner = owner_of(id)
+    if owner == me then
+      handed[#handed + 1] = id
+      handed[#handed + 1] = names[i]
+    else
+      redis.call('PUBLISH', replica_channel .. owner, cjson.encode({ kind = 'grant', model = model, id = id, backend = names[i] }))
+    end
+    given = given + 1
+  end
+  return given
+end
+
+-- Other replicas may see a backend as usable that this one does not: let them look.
+local function announce_if_waiting(given)
+  if given == 0 and redis.call('ZCARD', Q) > 0 then redis.call('PUBLISH', freed_channel, me) end
+end
+
+local function reply(fields)
+  local counts = {}
+  for i = 1, n do counts[i] = count(i) end
+  fields.counts = counts
+  fields.handed = handed
+  return cjson.encode(fields)
+end
+`

@@ -1,0 +1,130 @@
+/**
+ * Per-key limits counted across every replica (lua/key-scripts.ts): token
+ * buckets for requests and tokens per minute, and the key's concurrency as
+ * tickets with an expiry, renewed every TTL/3 while held, so the share of a
+ * replica that died expires. Admission is one round trip; a release is one
+ * ZREM, fired and forgotten.
+ */
+import type { Clock } from '../context.js'
+import type { KeyLimitSettings } from '../config/schema.js'
+import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
+import { keyLimitKeys, type KeyLimitKeys } from './redis-keys.js'
+import type { RedisLink } from './redis-link.js'
+import type { KeyLimiter, KeyTicket } from './store.js'
+
+const UNLIMITED: KeyTicket = { chargeTokens: async () => undefined, release: () => undefined }
+
+interface AdmitReply {
+  readonly status: 'admitted' | 'concurrency' | 'rate_limit_tokens' | 'rate_limit_requests'
+  readonly active?: number
+  readonly retry?: number
+}
+
+export interface RedisKeyLimiterOptions {
+  /** The buckets' clock; absent: Redis `TIME` (replicas agree however skewed their clocks). Tests pass a hand-moved one. */
+  readonly clock?: Clock
+  /** Budget of the admission call; absent: the link's. */
+  readonly callBudgetMs?: number
+}
+
+export class RedisKeyLimiter implements KeyLimiter {
+  readonly #link: RedisLink
+  readonly #options: RedisKeyLimiterOptions
+  /** Tickets held that count against a concurrency limit: key id → ticket ids. */
+  readonly #held = new Map<string, Set<string>>()
+  #renewal: NodeJS.Timeout | null = null
+
+  constructor(link: RedisLink, options: RedisKeyLimiterOptions = {}) {
+    this.#link = link
+    this.#options = options
+    link.on('up', this.#renew)
+  }
+
+  async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
+    const { requests_per_minute: rpm, tokens_per_minute: tpm, max_concurrency: concurrency } = limits
+    if (rpm === undefined && tpm === undefined && concurrency === undefined) return UNLIMITED
+    const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
+    const ticketId = this.#link.newId()
+    const args = [this.#now(), concurrency ?? 0, rpm ?? 0, tpm ?? 0, ticketId, this.#link.timings.leaseTtlMs]
+    const call = this.#link.run('sluiceKeyAdmit', [keys.rate, keys.active], args)
+    // A late admission is undone as far as it can be: its concurrency place is given back.
+    const undo = (late: unknown) => {
+      if (parse(late).status === 'admitted' && concurrency !== undefined) this.#link.zrem(keys.active, ticketId).catch(() => undefined)
+    }
+    const reply = parse(await this.#link.budgeted(call, undo, this.#options.callBudgetMs))
+    switch (reply.status) {
+      case 'admitted':
+        return this.#ticket(keyId, keys, ticketId, limits)
+      case 'concurrency':
+        throw concurrencyRefusal(keyId, reply.active ?? concurrency ?? 0, limits)
+      case 'rate_limit_tokens':
+        throw tokensRefusal(keyId, reply.retry ?? 1000, limits)
+      case 'rate_limit_requests':
+        throw requestsRefusal(keyId, reply.retry ?? 1000, limits)
+    }
+  }
+
+  /** Stops the renewal timer (the connection is closed after this). */
+  dispose(): void {
+    this.#stopRenewal()
+    this.#link.off('up', this.#renew)
+  }
+
+  #ticket(keyId: string, keys: KeyLimitKeys, ticketId: string, limits: KeyLimitSettings): KeyTicket {
+    const counted = limits.max_concurrency !== undefined
+    if (counted) this.#hold(keyId, ticketId)
+    let released = false
+    return {
+      chargeTokens: async (tokens) => {
+        if (limits.tokens_per_minute === undefined || tokens <= 0) return
+        await this.#link.run('sluiceKeyCharge', [keys.rate, keys.active], [this.#now(), limits.tokens_per_minute, tokens])
+      },
+      release: () => {
+        if (released) return
+        released = true
+        if (!counted) return
+        this.#unhold(keyId, ticketId)
+        this.#link.zrem(keys.active, ticketId).catch(() => undefined)
+      },
+    }
+  }
+
+  #now(): string {
+    return this.#options.clock === undefined ? '' : String(this.#options.clock.now())
+  }
+
+  #hold(keyId: string, ticketId: string): void {
+    const tickets = this.#held.get(keyId) ?? new Set()
+    tickets.add(ticketId)
+    this.#held.set(keyId, tickets)
+    if (this.#renewal !== null) return
+    this.#renewal = setInterval(this.#renew, Math.max(1, Math.floor(this.#link.timings.leaseTtlMs / 3)))
+    this.#renewal.unref()
+  }
+
+  #unhold(keyId: string, ticketId: string): void {
+    const tickets = this.#held.get(keyId)
+    tickets?.delete(ticketId)
+    if (tickets?.size === 0) this.#held.delete(keyId)
+    if (this.#held.size === 0) this.#stopRenewal()
+  }
+
+  #stopRenewal(): void {
+    if (this.#renewal === null) return
+    clearInterval(this.#renewal)
+    this.#renewal = null
+  }
+
+  /** One script per key holding tickets; also run when Redis comes back. */
+  readonly #renew = (): void => {
+    const ttl = this.#link.timings.leaseTtlMs
+    for (const [keyId, tickets] of this.#held) {
+      const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
+      this.#link.run('sluiceKeyRenew', [keys.rate, keys.active], [this.#now(), ttl, ...tickets]).catch(() => undefined)
+    }
+  }
+}
+
+function parse(raw: unknown): AdmitReply {
+  return JSON.parse(String(raw)) as AdmitReply
+}

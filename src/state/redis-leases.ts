@@ -1,0 +1,101 @@
+/**
+ * This replica's view of one model's slots in Redis: the leases it holds
+ * (renewed together, one script every TTL/3), its in-flight count per
+ * backend, and the shared lease counts as last seen, which let the
+ * balancer choose among backends believed to have room before the first
+ * round trip (the script checks again).
+ */
+import type { ModelSlotSettings } from './memory-slots.js'
+import type { RedisLink } from './redis-link.js'
+import type { SlotCalls, SlotReply } from './redis-slot-calls.js'
+import type { SlotRequest } from './store.js'
+
+export class RedisLeases {
+  readonly #settings: ModelSlotSettings
+  readonly #calls: SlotCalls
+  readonly #link: RedisLink
+  readonly #absorb: (reply: SlotReply) => void
+  /** Lease id → backend. */
+  readonly #held = new Map<string, string>()
+  readonly #inFlight = new Map<string, number>()
+  /** Leases per backend across replicas, from the latest answer. */
+  readonly #shared = new Map<string, number>()
+  /** This replica's claims still on the wire, per backend (not yet in `#shared`). */
+  readonly #claiming = new Map<string, number>()
+  #renewal: NodeJS.Timeout | null = null
+
+  constructor(settings: ModelSlotSettings, calls: SlotCalls, link: RedisLink, absorb: (reply: SlotReply) => void) {
+    this.#settings = settings
+    this.#calls = calls
+    this.#link = link
+    this.#absorb = absorb
+    link.on('up', this.#renew)
+  }
+
+  inFlight(backend: string): number {
+    return this.#inFlight.get(backend) ?? 0
+  }
+
+  holds(id: string): boolean {
+    return this.#held.has(id)
+  }
+
+  add(id: string, backend: string): void {
+    this.#held.set(id, backend)
+    this.#inFlight.set(backend, this.inFlight(backend) + 1)
+    if (this.#renewal !== null) return
+    this.#renewal = setInterval(this.#renew, Math.max(1, Math.floor(this.#link.timings.leaseTtlMs / 3)))
+    this.#renewal.unref()
+  }
+
+  remove(id: string): void {
+    const backend = this.#held.get(id)
+    if (backend === undefined) return
+    this.#held.delete(id)
+    this.#inFlight.set(backend, this.inFlight(backend) - 1)
+    if (this.#held.size === 0) this.#stopRenewal()
+  }
+
+  observeCounts(counts: readonly number[]): void {
+    this.#settings.backends.forEach((backend, i) => {
+      const count = counts[i]
+      if (count !== undefined) this.#shared.set(backend, count)
+    })
+  }
+
+  /** The balancer's pick among backends believed to have room, or '' when none seems to (the script decides). */
+  prefer(choose: SlotRequest['choose'], exclude: ReadonlySet<string>): string {
+    const { backends, usable, slotsPerBackend } = this.#settings
+    const believed = (b: string) => (this.#shared.get(b) ?? 0) + (this.#claiming.get(b) ?? 0)
+    const room = backends.filter((b) => usable(b) && !exclude.has(b) && believed(b) < slotsPerBackend)
+    return room.length === 0 ? '' : choose(room)
+  }
+
+  /** Counts `preferred` as being claimed until `call` answers. */
+  async claiming<T>(preferred: string, call: Promise<T>): Promise<T> {
+    if (preferred === '') return call
+    this.#claiming.set(preferred, (this.#claiming.get(preferred) ?? 0) + 1)
+    try {
+      return await call
+    } finally {
+      this.#claiming.set(preferred, (this.#claiming.get(preferred) ?? 1) - 1)
+    }
+  }
+
+  dispose(): void {
+    this.#stopRenewal()
+    this.#link.off('up', this.#renew)
+  }
+
+  #stopRenewal(): void {
+    if (this.#renewal === null) return
+    clearInterval(this.#renewal)
+    this.#renewal = null
+  }
+
+  /** Also run when Redis comes back, so leases that expired meanwhile are counted again. */
+  readonly #renew = (): void => {
+    if (this.#held.size === 0) return
+    this.#calls.renew(new Map(this.#held)).then(this.#absorb, () => undefined)
+  }
+}

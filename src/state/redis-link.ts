@@ -1,0 +1,277 @@
+/**
+ * One replica's connections to Redis: a command connection with the Lua
+ * scripts defined on it, a subscriber connection for wake-ups, and the
+ * reachability state behind `sluice_redis_up` and `/readyz`.
+ *
+ * Commands never queue while Redis is unreachable (no offline queue, no
+ * resend after a reconnect): a call fails at once and admission falls back
+ * to local limits. An admission call also fails when Redis takes longer than
+ * its budget (50 ms); its late answer is undone, so nothing leaks.
+ */
+import { randomBytes } from 'node:crypto'
+import { EventEmitter } from 'node:events'
+import { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+import { KEY_SCRIPTS, type KeyScript } from './lua/key-scripts.js'
+import { SLOT_SCRIPTS, type SlotScript } from './lua/slot-scripts.js'
+import { replicaChannel } from './redis-keys.js'
+
+/** Thrown when Redis cannot answer a call (down, failing or over budget): admission goes local. */
+export class RedisUnavailable extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'RedisUnavailable'
+  }
+}
+
+/** Timings, internal (not in the config file): defaults for production, short ones for tests. */
+export interface RedisTimings {
+  /** Lifetime of a slot lease, a key ticket and a waiter heartbeat without renewal. [15000] */
+  readonly leaseTtlMs?: number
+  /** How often a replica with waiters re-checks the queue (backstop for a lost message). [1000] */
+  readonly backstopMs?: number
+  /** Longest an admission call may take before it counts as unreachable. [50] */
+  readonly callBudgetMs?: number
+  /** How often the connection is checked with PING. [1000] */
+  readonly healthIntervalMs?: number
+}
+
+export interface RedisLinkSettings extends RedisTimings {
+  readonly url: string
+  readonly keyPrefix: string
+  readonly logger: Logger
+  /** `sluice_redis_up`. */
+  readonly upGauge?: { set(value: number): void }
+}
+
+/** What scripts publish on a replica's channel about one of its waiters. */
+export interface ReplicaMessage {
+  readonly kind: 'grant' | 'evict'
+  readonly model: string
+  readonly id: string
+  readonly backend?: string
+}
+
+type ScriptName = SlotScript | KeyScript
+type ScriptCall = (...args: (string | number)[]) => Promise<unknown>
+
+export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
+  readonly replicaId = randomBytes(6).toString('hex')
+  readonly keyPrefix: string
+  readonly timings: Required<RedisTimings>
+  readonly #client: Redis
+  readonly #subscriber: Redis
+  readonly #logger: Logger
+  readonly #upGauge: { set(value: number): void } | undefined
+  readonly #channels = new Map<string, (message: string) => void>()
+  readonly #models = new Map<string, (message: ReplicaMessage) => void>()
+  readonly #health: NodeJS.Timeout
+  #state: 'connecting' | 'up' | 'down' = 'connecting'
+  #pending = 0
+  #idle: (() => void)[] = []
+  #serial = 0
+  #closed = false
+
+  constructor(settings: RedisLinkSettings) {
+    super()
+    this.keyPrefix = settings.keyPrefix
+    this.#logger = settings.logger.child({ redis: redactedUrl(settings.url) })
+    this.#upGauge = settings.upGauge
+    this.timings = {
+      leaseTtlMs: settings.leaseTtlMs ?? 15_000,
+      backstopMs: settings.backstopMs ?? 1000,
+      callBudgetMs: settings.callBudgetMs ?? 50,
+      healthIntervalMs: settings.healthIntervalMs ?? 1000,
+    }
+    const retryStrategy = (attempt: number) => Math.min(50 * attempt, 500)
+    this.#client = new Redis(settings.url, {
+      connectionName: 'sluice',
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 2000,
+      retryStrategy,
+    })
+    for (const [name, lua] of Object.entries({ ...SLOT_SCRIPTS, ...KEY_SCRIPTS })) this.#client.defineCommand(name, { lua })
+    this.#client.on('ready', () => this.#markUp())
+    this.#client.on('close', () => this.#markDown('connection closed'))
+    this.#client.on('error', (error: Error) => this.#logger.debug({ err: error }, 'redis connection error'))
+
+    this.#subscriber = new Redis(settings.url, { connectionName: 'sluice-subscriber', connectTimeout: 2000, retryStrategy, maxRetriesPerRequest: null })
+    this.#subscriber.on('error', (error: Error) => this.#logger.debug({ err: error }, 'redis subscriber error'))
+    this.#subscriber.on('message', (channel: string, message: string) => this.#channels.get(channel)?.(message))
+    // Messages sent while the subscriber was away are lost: look at the shared state again.
+    let subscribedBefore = false
+    this.#subscriber.on('ready', () => {
+      if (subscribedBefore) this.emit('resync')
+      subscribedBefore = true
+    })
+    this.subscribe(replicaChannel(this.keyPrefix, this.replicaId), (raw) => {
+      const message = parseReplicaMessage(raw)
+      if (message !== null) this.#models.get(message.model)?.(message)
+    })
+    this.#health = setInterval(() => void this.#checkHealth(), this.timings.healthIntervalMs)
+    this.#health.unref()
+  }
+
+  up(): boolean {
+    return this.#state === 'up'
+  }
+
+  /** A new id for a waiter, lease or ticket: `<replica id>/<n>` (scripts read the owner from it). */
+  newId(): string {
+    return `${this.replicaId}/${(++this.#serial).toString(36)}`
+  }
+
+  /** This replica's channel prefix as scripts publish to it (`<prefix>replica:<id>`). */
+  replicaChannelPrefix(): string {
+    return replicaChannel(this.keyPrefix, '')
+  }
+
+  /** Runs one script (defined with `defineCommand`); rejects with RedisUnavailable. */
+  run(script: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    const call = (this.#client as unknown as Record<ScriptName, ScriptCall>)[script].bind(this.#client)
+    return this.track(call(keys.length, ...keys, ...args).catch(unavailable))
+  }
+
+  zrem(key: string, member: string): Promise<unknown> {
+    return this.track(this.#client.zrem(key, member).catch(unavailable))
+  }
+
+  /**
+   * `call` within the admission budget: rejects with RedisUnavailable when
+   * it fails or is late; a late answer goes to `onLate` to be undone.
+   */
+  budgeted<T>(call: Promise<T>, onLate: (value: T) => void, budgetMs = this.timings.callBudgetMs): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let state: 'waiting' | 'answered' | 'late' = 'waiting'
+      // setImmediate runs after this turn's I/O: an answer already waiting on the socket (a busy
+      // event loop, not a slow Redis) is read before the call is declared late.
+      const timer = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (state !== 'waiting') return
+            state = 'late'
+            reject(new RedisUnavailable(`Redis did not answer within ${budgetMs} ms`))
+          }),
+        budgetMs,
+      )
+      call.then(
+        (value) => {
+          if (state === 'late') return onLate(value)
+          state = 'answered'
+          clearTimeout(timer)
+          resolve(value)
+        },
+        (error: unknown) => {
+          if (state === 'late') return
+          state = 'answered'
+          clearTimeout(timer)
+          reject(error)
+        },
+      )
+    })
+  }
+
+  /** Counts `work` as pending until it settles (see `idle`). */
+  track<T>(work: Promise<T>): Promise<T> {
+    this.#pending++
+    return work.finally(() => {
+      this.#pending--
+      if (this.#pending === 0) for (const resolve of this.#idle.splice(0)) resolve()
+    })
+  }
+
+  /** Resolves once no call is pending and the callbacks they started have run (tests settle on it). */
+  async idle(): Promise<void> {
+    for (;;) {
+      if (this.#pending > 0) await new Promise<void>((resolve) => this.#idle.push(resolve))
+      await new Promise<void>((resolve) => setImmediate(resolve))
+      if (this.#pending === 0) return
+    }
+  }
+
+  /** Routes messages published on `channel` to `handler` (one handler per channel). */
+  subscribe(channel: string, handler: (message: string) => void): void {
+    this.#channels.set(channel, handler)
+    this.#subscriber.subscribe(channel).catch((error: unknown) => this.#logger.debug({ err: error, channel }, 'subscribe failed'))
+  }
+
+  /** Routes grants and evictions of this replica's waiters of `model` to `handler`. */
+  listen(model: string, handler: (message: ReplicaMessage) => void): void {
+    this.#models.set(model, handler)
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    clearInterval(this.#health)
+    this.#channels.clear()
+    this.#models.clear()
+    await Promise.all([quit(this.#client), quit(this.#subscriber)])
+  }
+
+  async #checkHealth(): Promise<void> {
+    if (this.#closed || this.#client.status !== 'ready') return
+    const timeoutMs = Math.max(250, this.timings.healthIntervalMs)
+    try {
+      await this.budgeted(this.#client.ping(), () => undefined, timeoutMs)
+      this.#markUp()
+    } catch (error) {
+      this.#markDown(error instanceof Error ? error.message : String(error))
+      // A server that stopped answering: drop the connection so pending calls fail now, and reconnect.
+      if (this.#client.status === 'ready') this.#client.disconnect(true)
+    }
+  }
+
+  #markUp(): void {
+    if (this.#closed || this.#state === 'up') return
+    const before = this.#state
+    this.#state = 'up'
+    this.#upGauge?.set(1)
+    if (before === 'down') this.#logger.info('Redis reachable again: admission uses the shared state')
+    else this.#logger.info('Redis connected: admission uses the shared state')
+    this.emit('up')
+  }
+
+  #markDown(reason: string): void {
+    if (this.#closed || this.#state === 'down') return
+    this.#state = 'down'
+    this.#upGauge?.set(0)
+    this.#logger.warn({ reason }, 'Redis unreachable: each replica admits on its own local limits until it is back')
+    this.emit('down')
+  }
+}
+
+function parseReplicaMessage(raw: string): ReplicaMessage | null {
+  try {
+    const data = JSON.parse(raw) as Partial<ReplicaMessage>
+    if ((data.kind !== 'grant' && data.kind !== 'evict') || typeof data.model !== 'string' || typeof data.id !== 'string') return null
+    return { kind: data.kind, model: data.model, id: data.id, backend: typeof data.backend === 'string' ? data.backend : undefined }
+  } catch {
+    return null
+  }
+}
+
+function unavailable(error: unknown): never {
+  throw new RedisUnavailable(error instanceof Error ? error.message : String(error))
+}
+
+async function quit(client: Redis): Promise<void> {
+  try {
+    if (client.status === 'ready') await client.quit()
+  } catch {
+    // Closing anyway.
+  }
+  client.disconnect()
+}
+
+function redactedUrl(url: string): string {
+  try {
+    const parsed = new URL(url)
+    if (parsed.password !== '') parsed.password = '***'
+    return parsed.toString()
+  } catch {
+    return 'redis'
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Typed calls to one model's slot scripts (lua/slot-scripts.ts): builds the
+ * argument header every script reads and parses the JSON each one answers.
+ */
+import { modelKeys, priorityPrefix, slotScriptKeys, type ModelKeys } from './redis-keys.js'
+import type { RedisLink } from './redis-link.js'
+import type { SlotScript } from './lua/slot-scripts.js'
+
+export interface SlotReply {
+  readonly status: 'granted' | 'room' | 'none' | 'queued' | 'rejected' | 'gone' | 'behind' | 'full' | 'released' | 'left' | 'synced' | 'renewed'
+  readonly backend?: string
+  readonly room: readonly string[]
+  readonly seq?: number
+  /** This replica's waiter turned away to make room (queued replies). */
+  readonly evicted?: string
+  /** [id, backend, ...] (sync replies). */
+  readonly granted: readonly string[]
+  readonly gone: readonly string[]
+  /** Leases per backend, in settings order, when the script ran. */
+  readonly counts: readonly number[]
+  /** [id, backend, ...]: slots the script handed to this replica's waiters. */
+  readonly handed: readonly string[]
+}
+
+export interface SlotCallSettings {
+  readonly model: string
+  readonly backends: readonly string[]
+  readonly slotsPerBackend: number
+  readonly maxQueue: number
+  readonly usable: (backend: string) => boolean
+}
+
+export class SlotCalls {
+  readonly keys: ModelKeys
+  readonly #link: RedisLink
+  readonly #settings: SlotCallSettings
+  readonly #scriptKeys: readonly string[]
+
+  constructor(link: RedisLink, settings: SlotCallSettings) {
+    this.#link = link
+    this.#settings = settings
+    this.keys = modelKeys(link.keyPrefix, settings.model, settings.backends)
+    this.#scriptKeys = slotScriptKeys(this.keys)
+  }
+
+  acquire(id: string, priority: number, preferred: string, mode: 'queue' | 'try', exclude: ReadonlySet<string>): Promise<SlotReply> {
+    return this.#call('sluiceSlotAcquire', [id, priorityPrefix(priority), preferred, this.#settings.maxQueue, mode], exclude)
+  }
+
+  claim(id: string, preferred: string): Promise<SlotReply> {
+    return this.#call('sluiceSlotClaim', [id, preferred])
+  }
+
+  release(leaseId: string, backend: string): Promise<SlotReply> {
+    return this.#call('sluiceSlotRelease', [leaseId, backend])
+  }
+
+  leave(ids: readonly string[]): Promise<SlotReply> {
+    return this.#call('sluiceSlotLeave', ids)
+  }
+
+  sync(ids: readonly string[]): Promise<SlotReply> {
+    return this.#call('sluiceSlotSync', ids)
+  }
+
+  renew(leases: ReadonlyMap<string, string>): Promise<SlotReply> {
+    return this.#call('sluiceSlotRenew', [...leases].flatMap(([id, backend]) => [backend, id]))
+  }
+
+  async #call(script: SlotScript, own: readonly (string | number)[], exclude: ReadonlySet<string> = new Set()): Promise<SlotReply> {
+    const { model, backends, slotsPerBackend, usable } = this.#settings
+    const link = this.#link
+    const header = [
+      link.replicaId,
+      model,
+      slotsPerBackend,
+      link.timings.leaseTtlMs,
+      link.replicaChannelPrefix(),
+      this.keys.freedChannel,
+      backends.length,
+      ...backends,
+      ...backends.map((b) => (usable(b) && !exclude.has(b) ? '1' : '0')),
+    ]
+    return parseReply(await link.run(script, this.#scriptKeys, [...header, ...own]))
+  }
+}
+
+/** cjson writes an empty Lua table as `{}`: every list field is normalised to an array. */
+function parseReply(raw: unknown): SlotReply {
+  const data = JSON.parse(String(raw)) as Record<string, unknown>
+  const list = <T>(value: unknown): T[] => (Array.isArray(value) ? (value as T[]) : [])
+  return {
+    ...(data as object),
+    status: data.status as SlotReply['status'],
+    room: list<string>(data.room),
+    granted: list<string>(data.granted),
+    gone: list<string>(data.gone),
+    counts: list<number>(data.counts),
+    handed: list<string>(data.handed),
+  }
+}

@@ -1,0 +1,302 @@
+/**
+ * One model's slots and wait queue, shared by every replica through Redis
+ * (README "Shared state (Redis)"). Each step is one Lua script
+ * (redis-slot-calls.ts); this class keeps what this replica needs to answer
+ * synchronously (its waiters, its leases, the shared counts last seen) and
+ * the timers that keep its entries alive:
+ *
+ * - arrival: one script takes a free slot at once (empty queue) or queues;
+ * - release: one script hands the slot to the global head waiter, whichever
+ *   replica holds it (told through its pub/sub channel, or in the answer);
+ * - a slot freed without a taker (a backend usable only elsewhere, expired
+ *   leases) is announced on the model's channel, and every second or so
+ *   (backstop) a replica with waiters re-checks, heartbeats and picks up
+ *   grants whose message was lost;
+ * - leases are renewed every TTL/3, so a dead replica's slots expire.
+ *
+ * A call that cannot reach Redis rejects the acquire with RedisUnavailable,
+ * and so do waiters when Redis goes away: the caller (failover-state.ts)
+ * admits them on local limits.
+ */
+import type { Clock } from '../context.js'
+import type { ModelSlotSettings } from './memory-slots.js'
+import { RedisUnavailable, type RedisLink, type ReplicaMessage } from './redis-link.js'
+import { SlotCalls, type SlotReply } from './redis-slot-calls.js'
+import { RedisLeases } from './redis-leases.js'
+import { RedisWaiters, type Waiter } from './redis-waiters.js'
+import { slotRefusal } from './slot-refusals.js'
+import type { AdmissionObserver, AdmissionRefused, ModelSlots, SlotLease, SlotRejection, SlotRequest } from './store.js'
+
+/** Rounds of "these backends have room, choose one" before giving up on a race that never ends. */
+const MAX_ROOM_ROUNDS = 8
+const NONE: ReadonlySet<string> = new Set()
+
+export class RedisModelSlots implements ModelSlots {
+  readonly #settings: ModelSlotSettings
+  readonly #clock: Clock
+  readonly #observer: AdmissionObserver
+  readonly #link: RedisLink
+  readonly #calls: SlotCalls
+  readonly #leases: RedisLeases
+  readonly #waiters: RedisWaiters
+  #serving = false
+  #serveAgain = false
+  /** The waiter a claim is out for: the backstop must not call it gone before the claim's answer is read. */
+  #claimingFor: string | null = null
+  #closed = false
+
+  constructor(settings: ModelSlotSettings, clock: Clock, observer: AdmissionObserver, link: RedisLink) {
+    this.#settings = settings
+    this.#clock = clock
+    this.#observer = observer
+    this.#link = link
+    this.#calls = new SlotCalls(link, settings)
+    this.#leases = new RedisLeases(settings, this.#calls, link, (reply) => this.#absorb(reply))
+    const events = {
+      depth: (depth: number) => observer.queueDepth(settings.model, depth),
+      leave: (waiter: Waiter, cause: 'aborted' | 'timed_out') => this.#leave(waiter, cause === 'aborted' ? waiter.request.signal.reason : this.#refusal('queue_timeout')),
+      tick: this.#sync,
+    }
+    this.#waiters = new RedisWaiters(events, link.timings.backstopMs)
+    link.subscribe(this.#calls.keys.freedChannel, (publisher) => {
+      if (publisher !== link.replicaId) this.#serve()
+    })
+    link.listen(settings.model, (message) => this.#onMessage(message))
+    link.on('down', this.#onDown)
+    link.on('resync', this.#sync)
+  }
+
+  acquire(request: SlotRequest): Promise<SlotLease> {
+    if (this.#closed) return Promise.reject(this.#refusal('shutting_down'))
+    if (request.signal.aborted) return Promise.reject(request.signal.reason)
+    return new Promise<SlotLease>((resolve, reject) => {
+      const waiter = this.#waiters.add(this.#link.newId(), request, this.#clock.now(), this.#settings.maxWaitMs, { resolve, reject })
+      void this.#arrive(waiter)
+    })
+  }
+
+  async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
+    if (this.#closed) return null
+    const id = this.#link.newId()
+    const arrivedAt = this.#clock.now()
+    const attempt = (preferred: string) => this.#link.budgeted(this.#calls.acquire(id, 0, preferred, 'try', exclude), (late) => this.#undoArrival(id, late))
+    const reply = await this.#untilChosen(choose, exclude, attempt)
+    return reply?.status === 'granted' ? this.#lease(reply.backend!, id, arrivedAt) : null
+  }
+
+  wake(): void {
+    this.#serve()
+  }
+
+  queueDepth(): number {
+    return this.#waiters.depth
+  }
+
+  inFlight(backend: string): number {
+    return this.#leases.inFlight(backend)
+  }
+
+  close(): void {
+    this.#closed = true
+    const queued = this.#waiters.all().filter((w) => this.#waiters.drop(w, this.#refusal('shutting_down'))).map((w) => w.id)
+    if (queued.length > 0) this.#fire(this.#calls.leave(queued))
+    this.#observer.queueDepth(this.#settings.model, 0)
+  }
+
+  /** Stops timers and listeners (the connection is closed after this). */
+  dispose(): void {
+    this.#waiters.dispose()
+    this.#leases.dispose()
+    this.#link.off('down', this.#onDown)
+    this.#link.off('resync', this.#sync)
+  }
+
+  async #arrive(waiter: Waiter): Promise<void> {
+    const attempt = (preferred: string) =>
+      this.#link.budgeted(this.#calls.acquire(waiter.id, waiter.priority, preferred, 'queue', NONE), (late) => this.#undoArrival(waiter.id, late))
+    let reply: SlotReply | null
+    try {
+      reply = await this.#untilChosen(waiter.request.choose, NONE, attempt, () => waiter.phase === 'calling')
+    } catch (error) {
+      this.#waiters.drop(waiter, error instanceof RedisUnavailable ? error : new RedisUnavailable(String(error)))
+      return
+    }
+    if (reply === null) return void this.#waiters.drop(waiter, new RedisUnavailable('other replicas kept taking the free slots first'))
+    // Left (abort, timeout, eviction) or handed a slot while the call was out.
+    if (waiter.phase !== 'calling') {
+      if (waiter.phase === 'left') this.#undoArrival(waiter.id, reply)
+      return
+    }
+    if (reply.status === 'granted') this.#grant(waiter, reply.backend!)
+    else if (reply.status === 'queued') this.#waiters.queued(waiter, reply.seq ?? 0)
+    else this.#waiters.drop(waiter, this.#refusal('queue_full'))
+  }
+
+  /**
+   * Calls `attempt(preferred)` until the answer is not "these backends have
+   * room: choose one" (the balancer then chooses among them), at most a few
+   * rounds (null: other replicas kept taking the chosen slot first).
+   */
+  async #untilChosen(
+    choose: SlotRequest['choose'],
+    exclude: ReadonlySet<string>,
+    attempt: (preferred: string) => Promise<SlotReply>,
+    wanted: () => boolean = () => true,
+  ): Promise<SlotReply | null> {
+    let preferred = this.#leases.prefer(choose, exclude)
+    for (let round = 0; round < MAX_ROOM_ROUNDS; round++) {
+      const reply = await this.#leases.claiming(preferred, attempt(preferred))
+      this.#absorb(reply)
+      if (reply.status !== 'room' || !wanted()) return reply
+      preferred = choose(reply.room)
+    }
+    return null
+  }
+
+  /** An arrival whose answer nobody waits for any more: gives back what it got. */
+  #undoArrival(id: string, reply: SlotReply): void {
+    if (reply.status === 'granted') this.#fire(this.#calls.release(id, reply.backend!))
+    else if (reply.status === 'queued') this.#fire(this.#calls.leave([id]))
+    if (reply.evicted !== undefined) this.#evicted(reply.evicted)
+  }
+
+  #grant(waiter: Waiter, backend: string): void {
+    if (this.#waiters.grant(waiter)) waiter.resolve(this.#lease(backend, waiter.id, waiter.arrivedAt))
+  }
+
+  /** Abort or timeout: a queued entry leaves Redis too (a calling one is undone when its answer comes). */
+  #leave(waiter: Waiter, error: unknown): void {
+    if (this.#waiters.drop(waiter, error)) this.#fire(this.#calls.leave([waiter.id]))
+  }
+
+  #evicted(id: string): void {
+    const waiter = this.#waiters.get(id)
+    if (waiter !== undefined) this.#waiters.drop(waiter, this.#refusal('queue_full'))
+  }
+
+  #lease(backend: string, id: string, arrivedAt: number): SlotLease {
+    const { model } = this.#settings
+    this.#leases.add(id, backend)
+    this.#observer.slotTaken(model, backend)
+    const waitedMs = this.#clock.now() - arrivedAt
+    this.#observer.waited(model, waitedMs)
+    let released = false
+    return {
+      backend,
+      waitedMs,
+      release: () => {
+        if (released) return
+        released = true
+        this.#leases.remove(id)
+        this.#observer.slotReleased(model, backend)
+        this.#fire(this.#calls.release(id, backend))
+      },
+    }
+  }
+
+  /**
+   * What any answer may carry: shared counts, a waiter of this replica
+   * evicted, slots handed to waiters of this replica. Answers come in order,
+   * but their callbacks may run out of order: each is applied on its own.
+   */
+  #absorb(reply: SlotReply): void {
+    this.#leases.observeCounts(reply.counts)
+    if (reply.evicted !== undefined) this.#evicted(reply.evicted)
+    for (let i = 0; i + 1 < reply.handed.length; i += 2) this.#deliver(reply.handed[i]!, reply.handed[i + 1]!)
+  }
+
+  /** A slot handed to waiter `id`: it takes it, or (gone meanwhile) passes it on. */
+  #deliver(id: string, backend: string): void {
+    const waiter = this.#waiters.get(id)
+    if (waiter !== undefined) return this.#grant(waiter, backend)
+    if (this.#leases.holds(id)) return
+    this.#fire(this.#calls.release(id, backend))
+  }
+
+  #onMessage(message: ReplicaMessage): void {
+    if (message.kind === 'grant' && message.backend !== undefined) this.#deliver(message.id, message.backend)
+    else if (message.kind === 'evict') this.#evicted(message.id)
+  }
+
+  /** Fire and forget: a failed call changes nothing here (leases expire by TTL, entries by heartbeat). */
+  #fire(call: Promise<SlotReply>): void {
+    call.then(
+      (reply) => this.#absorb(reply),
+      () => undefined,
+    )
+  }
+
+  /** Claims slots for this replica's best waiters while they are the global head and a backend has room. */
+  #serve(): void {
+    if (this.#closed || this.#waiters.depth === 0) return
+    if (this.#serving) {
+      this.#serveAgain = true
+      return
+    }
+    this.#serving = true
+    void this.#link.track(this.#serveQueue()).finally(() => {
+      this.#serving = false
+      if (!this.#serveAgain) return
+      this.#serveAgain = false
+      this.#serve()
+    })
+  }
+
+  async #serveQueue(): Promise<void> {
+    for (let head = this.#waiters.head(); head !== undefined && !this.#closed; head = this.#waiters.head()) {
+      if (!(await this.#claimFor(head))) return
+    }
+  }
+
+  /** True when the head got a slot or left, so the next one may try. */
+  async #claimFor(head: Waiter): Promise<boolean> {
+    let reply: SlotReply | null
+    this.#claimingFor = head.id
+    try {
+      reply = await this.#untilChosen(head.request.choose, NONE, (preferred) => this.#calls.claim(head.id, preferred), () => head.phase === 'queued')
+    } catch {
+      return false
+    } finally {
+      this.#claimingFor = null
+    }
+    if (reply === null) return false
+    if (head.phase !== 'queued') {
+      if (head.phase === 'left' && reply.status === 'granted') this.#fire(this.#calls.release(head.id, reply.backend!))
+      return true
+    }
+    if (reply.status === 'granted') {
+      this.#grant(head, reply.backend!)
+      return true
+    }
+    // Not in the queue any more: evicted (its message lost) or dropped while this replica looked dead.
+    if (reply.status === 'gone') return this.#waiters.drop(head, this.#refusal('queue_full'))
+    return false
+  }
+
+  /** Backstop: heartbeat, grants whose message was lost, entries that are gone; then serve. */
+  readonly #sync = (): void => {
+    const ids = this.#waiters.all().map((w) => w.id)
+    if (ids.length === 0 || this.#closed) return
+    this.#calls.sync(ids).then(
+      (reply) => {
+        this.#absorb(reply)
+        for (let i = 0; i + 1 < reply.granted.length; i += 2) this.#deliver(reply.granted[i]!, reply.granted[i + 1]!)
+        for (const id of reply.gone) {
+          const waiter = this.#waiters.get(id)
+          if (waiter?.phase === 'queued' && id !== this.#claimingFor) this.#waiters.drop(waiter, this.#refusal('queue_full'))
+        }
+        this.#serve()
+      },
+      () => undefined,
+    )
+  }
+
+  /** Redis went away: waiters are handed back to the caller, which admits them on local limits. */
+  readonly #onDown = (): void => {
+    for (const waiter of this.#waiters.all()) this.#waiters.drop(waiter, new RedisUnavailable('Redis became unreachable'))
+  }
+
+  #refusal(reason: SlotRejection): AdmissionRefused {
+    return slotRefusal(reason, this.#settings.model, this.#settings.maxWaitMs)
+  }
+}

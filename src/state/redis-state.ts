@@ -1,0 +1,62 @@
+/**
+ * Admission state shared by every replica through Redis (`state.kind:
+ * redis`), with this replica's memory state as the fallback while Redis is
+ * unreachable (failover-state.ts).
+ */
+import type { Logger } from 'pino'
+import type { Clock } from '../context.js'
+import type { GatewayConfig } from '../config/resolve.js'
+import type { Metrics } from '../metrics/registry.js'
+import { FailoverKeyLimiter, FailoverModelSlots } from './failover-state.js'
+import { MemoryKeyLimiter } from './memory-key-limiter.js'
+import { MemoryModelSlots } from './memory-slots.js'
+import { modelSlotSettings, type AdmissionState } from './memory-state.js'
+import { RedisKeyLimiter } from './redis-key-limiter.js'
+import { RedisLink, type RedisTimings } from './redis-link.js'
+import { RedisModelSlots } from './redis-slots.js'
+import type { AdmissionObserver } from './store.js'
+
+export function buildRedisState(
+  config: GatewayConfig,
+  usable: (model: string, backend: string) => boolean,
+  clock: Clock,
+  observer: AdmissionObserver,
+  logger: Logger,
+  metrics: Metrics,
+  timings: RedisTimings = {},
+): AdmissionState {
+  const url = config.state.redis_url
+  if (url === undefined) throw new Error('state.redis_url is required when state.kind is redis')
+  const link = new RedisLink({ url, keyPrefix: config.state.key_prefix, logger, upGauge: metrics.redisUp, ...timings })
+  const slots = new Map<string, FailoverModelSlots>()
+  // Both stores report their own depth; the model's gauge shows the sum.
+  const summed: AdmissionObserver = {
+    queueDepth: (model) => observer.queueDepth(model, slots.get(model)?.queueDepth() ?? 0),
+    slotTaken: (model, backend) => observer.slotTaken(model, backend),
+    slotReleased: (model, backend) => observer.slotReleased(model, backend),
+    waited: (model, milliseconds) => observer.waited(model, milliseconds),
+  }
+  const shared: RedisModelSlots[] = []
+  for (const model of config.models) {
+    const settings = modelSlotSettings(model, usable)
+    const modelSlots = new RedisModelSlots(settings, clock, summed, link)
+    // Local limits count this replica's Redis leases still running, so an outage admits no extra request.
+    const local = new MemoryModelSlots({ ...settings, elsewhere: (backend) => modelSlots.inFlight(backend) }, clock, summed)
+    shared.push(modelSlots)
+    slots.set(model.name, new FailoverModelSlots(modelSlots, local, link))
+  }
+  const sharedKeys = new RedisKeyLimiter(link)
+  return {
+    slots,
+    keys: new FailoverKeyLimiter(sharedKeys, new MemoryKeyLimiter(clock), link),
+    reachable: () => link.up(),
+    close() {
+      for (const modelSlots of slots.values()) modelSlots.close()
+    },
+    async disconnect() {
+      for (const modelSlots of shared) modelSlots.dispose()
+      sharedKeys.dispose()
+      await link.close()
+    },
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * This replica's waiters of one model in Redis mode: the ones whose arrival
+ * call is still out (`calling`) and the ones in the shared queue
+ * (`queued`), the latter in the global order (priority, then the shared
+ * arrival counter), so the local head is this replica's best claim. While
+ * any exists, a backstop timer ticks (heartbeat and re-check).
+ */
+import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
+import type { SlotLease, SlotRequest } from './store.js'
+
+export interface Waiter extends QueueEntry {
+  readonly id: string
+  readonly request: SlotRequest
+  readonly arrivedAt: number
+  seq: number
+  phase: 'calling' | 'queued' | 'granted' | 'left'
+  resolve(lease: SlotLease): void
+  reject(error: unknown): void
+  cleanup(): void
+}
+
+export interface WaiterEvents {
+  /** The number of queued waiters changed. */
+  depth(depth: number): void
+  /** The waiter's client went away, or its max wait is over: it should leave. */
+  leave(waiter: Waiter, cause: 'aborted' | 'timed_out'): void
+  /** Every `tickMs` while any waiter exists. */
+  tick(): void
+}
+
+export class RedisWaiters {
+  readonly #events: WaiterEvents
+  readonly #tickMs: number
+  readonly #byId = new Map<string, Waiter>()
+  readonly #queue = new WaitQueue<Waiter>()
+  #ticker: NodeJS.Timeout | null = null
+
+  constructor(events: WaiterEvents, tickMs: number) {
+    this.#events = events
+    this.#tickMs = tickMs
+  }
+
+  /** A new waiter, calling; it leaves on its request's abort or after `maxWaitMs`. */
+  add(id: string, request: SlotRequest, arrivedAt: number, maxWaitMs: number, settle: Pick<Waiter, 'resolve' | 'reject'>): Waiter {
+    const onAbort = () => this.#events.leave(waiter, 'aborted')
+    const timer = setTimeout(() => this.#events.leave(waiter, 'timed_out'), maxWaitMs)
+    const waiter: Waiter = {
+      id,
+      priority: request.priority,
+      seq: 0,
+      positions: new Map(),
+      request,
+      arrivedAt,
+      phase: 'calling',
+      ...settle,
+      cleanup: () => {
+        clearTimeout(timer)
+        request.signal.removeEventListener('abort', onAbort)
+      },
+    }
+    request.signal.addEventListener('abort', onAbort, { once: true })
+    this.#byId.set(id, waiter)
+    if (this.#ticker === null) {
+      this.#ticker = setInterval(() => this.#events.tick(), this.#tickMs)
+      this.#ticker.unref()
+    }
+    return waiter
+  }
+
+  get(id: string): Waiter | undefined {
+    return this.#byId.get(id)
+  }
+
+  all(): Waiter[] {
+    return [...this.#byId.values()]
+  }
+
+  /** This replica's best queued waiter. */
+  head(): Waiter | undefined {
+    return this.#queue.peek()
+  }
+
+  get depth(): number {
+    return this.#queue.size
+  }
+
+  queued(waiter: Waiter, seq: number): void {
+    waiter.phase = 'queued'
+    waiter.seq = seq
+    this.#queue.push(waiter)
+    this.#events.depth(this.#queue.size)
+  }
+
+  /** Takes a calling or queued waiter out as granted; false when it was not waiting any more. */
+  grant(waiter: Waiter): boolean {
+    if (waiter.phase !== 'calling' && waiter.phase !== 'queued') return false
+    waiter.phase = 'granted'
+    this.#forget(waiter)
+    return true
+  }
+
+  /** Ends a calling or queued waiter with `error`; true when it was queued (its entry must leave Redis). */
+  drop(waiter: Waiter, error: unknown): boolean {
+    if (waiter.phase !== 'calling' && waiter.phase !== 'queued') return false
+    const wasQueued = waiter.phase === 'queued'
+    waiter.phase = 'left'
+    this.#forget(waiter)
+    waiter.reject(error)
+    return wasQueued
+  }
+
+  dispose(): void {
+    this.#stopTicking()
+  }
+
+  #forget(waiter: Waiter): void {
+    this.#byId.delete(waiter.id)
+    waiter.cleanup()
+    if (this.#queue.remove(waiter)) this.#events.depth(this.#queue.size)
+    if (this.#byId.size === 0) this.#stopTicking()
+  }
+
+  #stopTicking(): void {
+    if (this.#ticker === null) return
+    clearInterval(this.#ticker)
+    this.#ticker = null
+  }
+}

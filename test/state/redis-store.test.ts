@@ -1,0 +1,327 @@
+/**
+ * The Redis store against a real redis-server started for this file: the
+ * same contract suites as the memory store (a fresh key prefix per case),
+ * then what only a shared store has: two replicas on one state, leases that
+ * expire with a replica that stopped renewing them, and the fallback to
+ * local limits when Redis is away or slow.
+ */
+import { once } from 'node:events'
+import { Redis } from 'ioredis'
+import { pino } from 'pino'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createMetrics } from '../../src/metrics/registry.js'
+import { MemoryModelSlots } from '../../src/state/memory-slots.js'
+import { buildRedisState } from '../../src/state/redis-state.js'
+import { FailoverModelSlots } from '../../src/state/failover-state.js'
+import { RedisKeyLimiter } from '../../src/state/redis-key-limiter.js'
+import { modelKeys, priorityPrefix } from '../../src/state/redis-keys.js'
+import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
+import { RedisModelSlots } from '../../src/state/redis-slots.js'
+import type { AdmissionObserver, SlotLease } from '../../src/state/store.js'
+import { configFrom } from '../support/gateway.js'
+import { describeWithRedis, freePort, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeKeyLimiterContract } from './key-limiter.contract.js'
+import { describeModelSlotsContract, RecordingObserver, type ModelSlotsContractSettings } from './model-slots.contract.js'
+
+const quiet = pino({ level: 'silent' })
+/** Generous on a busy test machine; the 50 ms production budget has its own case below. */
+const CONTRACT_TIMINGS: RedisTimings = { callBudgetMs: 2000 }
+
+let redis: TestRedis
+const links: RedisLink[] = []
+const disposables: { dispose(): void }[] = []
+
+async function openLink(prefix: string, timings: RedisTimings = CONTRACT_TIMINGS): Promise<RedisLink> {
+  const link = new RedisLink({ url: redis.url, keyPrefix: prefix, logger: quiet, ...timings })
+  links.push(link)
+  if (!link.up()) await once(link, 'up')
+  return link
+}
+
+function slotsOn(link: RedisLink, settings: ModelSlotsContractSettings, observer: AdmissionObserver = new RecordingObserver(), clock = { now: () => Date.now() }): RedisModelSlots {
+  const slots = new RedisModelSlots(settings, clock, observer, link)
+  disposables.push(slots)
+  return slots
+}
+
+const settle = () => Promise.all(links.map((l) => l.idle())).then(() => undefined)
+const request = () => ({ priority: 0, signal: new AbortController().signal, choose: (c: readonly string[]) => c[0]! })
+
+describeWithRedis('Redis store', () => {
+  beforeAll(async () => {
+    redis = await startTestRedis()
+  })
+  afterAll(async () => {
+    await redis?.close()
+  })
+  afterEach(async () => {
+    for (const d of disposables.splice(0)) d.dispose()
+    await Promise.all(links.splice(0).map((l) => l.close()))
+  })
+
+  describeModelSlotsContract(
+    'RedisModelSlots',
+    async (settings, clock, observer) => slotsOn(await openLink(uniquePrefix('slots')), settings, observer, clock),
+    { networked: { settle } },
+  )
+
+  describeKeyLimiterContract('RedisKeyLimiter', async (clock) => {
+    const limiter = new RedisKeyLimiter(await openLink(uniquePrefix('keys')), { clock, callBudgetMs: 2000 })
+    disposables.push(limiter)
+    return limiter
+  })
+
+  describe('two replicas on one state', () => {
+    const settings = (overrides: Partial<ModelSlotsContractSettings> = {}): ModelSlotsContractSettings => ({
+      model: 'shared',
+      backends: ['a', 'b'],
+      slotsPerBackend: 2,
+      maxQueue: 100,
+      maxWaitMs: 10_000,
+      usable: () => true,
+      ...overrides,
+    })
+    const request = (priority: number) => ({ priority, signal: new AbortController().signal, choose: (c: readonly string[]) => c[0]! })
+
+    it('never grants more than the slots of a backend across replicas, and hands a freed slot to the global head', async () => {
+      const prefix = uniquePrefix('two')
+      const [one, two] = [slotsOn(await openLink(prefix), settings()), slotsOn(await openLink(prefix), settings())]
+      const held: SlotLease[] = await Promise.all([one.acquire(request(0)), two.acquire(request(0)), one.acquire(request(0)), two.acquire(request(0))])
+      expect(held.map((l) => l.backend).sort()).toEqual(['a', 'a', 'b', 'b'])
+
+      // Waiters on both replicas, in one global order: -3, 0 (earlier), 0, 5.
+      const order: string[] = []
+      const wait = (slots: RedisModelSlots, label: string, priority: number) =>
+        slots.acquire(request(priority)).then((lease) => {
+          order.push(label)
+          held.push(lease)
+        })
+      const waiting = [wait(one, 'one:5', 5)]
+      await settle()
+      waiting.push(wait(two, 'two:0-first', 0))
+      await settle()
+      waiting.push(wait(one, 'one:0-second', 0))
+      await settle()
+      waiting.push(wait(two, 'two:-3', -3))
+      await settle()
+      expect(one.queueDepth() + two.queueDepth()).toBe(4)
+
+      for (let served = 1; served <= 4; served++) {
+        held.shift()!.release()
+        await until(() => order.length === served)
+        expect(one.inFlight('a') + two.inFlight('a') + one.inFlight('b') + two.inFlight('b')).toBe(4)
+      }
+      await Promise.all(waiting)
+      expect(order).toEqual(['two:-3', 'two:0-first', 'one:0-second', 'one:5'])
+      for (const lease of held) lease.release()
+      await settle()
+    })
+
+    it('a better arrival on one replica evicts the worst waiter of another, which hears of it at once', async () => {
+      const prefix = uniquePrefix('evict')
+      const one = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1, maxQueue: 1 }))
+      const two = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1, maxQueue: 1 }))
+      const lease = await one.acquire(request(0))
+      const worse = one.acquire(request(5)).catch((error: unknown) => error)
+      await settle()
+      const better = two.acquire(request(1))
+      expect(await worse).toMatchObject({ reason: 'queue_full' })
+      expect(one.queueDepth()).toBe(0)
+      await settle()
+      expect(two.queueDepth()).toBe(1)
+      lease.release()
+      ;(await better).release()
+      await settle()
+    })
+
+    it('a slot freed on a backend the releasing replica cannot use is announced, and another replica claims it', async () => {
+      const prefix = uniquePrefix('freed')
+      let oneMayUse = true
+      const one = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1, usable: () => oneMayUse }))
+      const two = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const lease = await one.acquire(request(0))
+      const waiting = two.acquire(request(0))
+      await settle()
+      oneMayUse = false
+      const releasedAt = Date.now()
+      lease.release()
+      const granted = await waiting
+      // Through the model's channel, not the one-second backstop.
+      expect(Date.now() - releasedAt).toBeLessThan(500)
+      expect(granted.backend).toBe('a')
+      granted.release()
+      await settle()
+    })
+
+    it('a grant whose message was lost is picked up by the backstop', async () => {
+      const prefix = uniquePrefix('lost')
+      const link = await openLink(prefix, { ...CONTRACT_TIMINGS, backstopMs: 100 })
+      const slots = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const inspect = new Redis(redis.url)
+      try {
+        const keys = modelKeys(prefix, 'shared', ['a'])
+        // A lease of nobody's fills the slot; the waiter queues behind it.
+        await inspect.zadd(keys.leases[0]!, Date.now() + 60_000, 'elsewhere/1')
+        const waiting = slots.acquire(request(0))
+        await settle()
+        const [id] = await inspect.hkeys(keys.waiters)
+        // What a release elsewhere does, without its message: the slot handed to the waiter.
+        await inspect.multi().zrem(keys.leases[0]!, 'elsewhere/1').zadd(keys.leases[0]!, Date.now() + 60_000, id!).zrem(keys.queue, (await inspect.hget(keys.waiters, id!))!).hdel(keys.waiters, id!).hset(keys.grants, id!, 'a').exec()
+        const lease = await waiting
+        expect(lease.backend).toBe('a')
+        expect(await inspect.hlen(keys.grants)).toBe(0)
+        lease.release()
+        await settle()
+        expect(await inspect.zcard(keys.leases[0]!)).toBe(0)
+      } finally {
+        inspect.disconnect()
+      }
+    })
+
+    it('frees the slots of a replica that stopped renewing them within one lease TTL, and drops its waiters', async () => {
+      const prefix = uniquePrefix('expiry')
+      const ttl = 600
+      const timings = { ...CONTRACT_TIMINGS, leaseTtlMs: ttl, backstopMs: 100 }
+      const doomedLink = await openLink(prefix, timings)
+      const doomed = new RedisModelSlots(settings({ backends: ['a'], slotsPerBackend: 1 }), { now: () => Date.now() }, new RecordingObserver(), doomedLink)
+      const survivor = slotsOn(await openLink(prefix, timings), settings({ backends: ['a'], slotsPerBackend: 1 }))
+      await doomed.acquire(request(0))
+      void doomed.acquire(request(-5)).catch(() => undefined)
+      await settle()
+      const waiting = survivor.acquire(request(0))
+      await settle()
+      const keys = modelKeys(prefix, 'shared', ['a'])
+      const inspect = new Redis(redis.url)
+      try {
+        expect(await inspect.zcard(keys.queue)).toBe(2)
+        // The replica vanishes without a word: no release, no leave, no more renewals.
+        doomed.dispose()
+        await doomedLink.close()
+        const stoppedAt = Date.now()
+        const lease = await waiting
+        expect(Date.now() - stoppedAt).toBeLessThan(ttl + 400)
+        expect(lease.backend).toBe('a')
+        expect(await inspect.zcard(keys.queue)).toBe(0)
+        lease.release()
+      } finally {
+        inspect.disconnect()
+      }
+    })
+  })
+
+  describe('falling back to local limits', () => {
+    const settings: ModelSlotsContractSettings = { model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }
+
+    it('an admission call slower than its budget goes local, and its late grant is given back', async (context) => {
+      // DEBUG SLEEP needs a server started by the tests (--enable-debug-command local).
+      if (!redis.controllable) context.skip()
+      const prefix = uniquePrefix('slow')
+      const link = await openLink(prefix, { callBudgetMs: 50 })
+      const clock = { now: () => Date.now() }
+      const observer = new RecordingObserver()
+      const shared = slotsOn(link, settings, observer)
+      const local = new MemoryModelSlots(settings, clock, observer)
+      const slots = new FailoverModelSlots(shared, local, link)
+      const blocker = new Redis(redis.url)
+      try {
+        // Redis busy for 400 ms (the blocker connected first, so the sleep starts at once): the call is late.
+        await blocker.ping()
+        void blocker.call('DEBUG', 'SLEEP', '0.4')
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        const lease = await slots.acquire(request())
+        expect(lease.backend).toBe('a')
+        expect([local.inFlight('a'), shared.inFlight('a')]).toEqual([1, 0])
+        await new Promise((resolve) => setTimeout(resolve, 500))
+        await settle()
+        // The late Redis grant was released: Redis holds no lease.
+        expect(await blocker.zcard(modelKeys(prefix, 'm', ['a']).leases[0]!)).toBe(0)
+        lease.release()
+        expect(slots.inFlight('a')).toBe(0)
+      } finally {
+        blocker.disconnect()
+      }
+    })
+  })
+
+  it('with Redis unreachable from the start: admits on local limits, is not reachable, warns once', async () => {
+    const lines: string[] = []
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) })
+    const config = configFrom({
+      state: { kind: 'redis', redis_url: `redis://127.0.0.1:${await freePort()}`, key_prefix: uniquePrefix('nowhere') },
+      models: [{ name: 'm', max_concurrency_per_backend: 1, backends: [{ url: 'http://127.0.0.1:9', name: 'b1' }] }],
+    })
+    const metrics = createMetrics()
+    const observer = new RecordingObserver()
+    const state = buildRedisState(config, () => true, { now: () => Date.now() }, observer, logger, metrics, { healthIntervalMs: 50 })
+    try {
+      await until(() => lines.some((l) => l.includes('Redis unreachable')))
+      expect(state.reachable()).toBe(false)
+      const slots = state.slots.get('m')!
+      const first = await slots.acquire(request())
+      const second = slots.acquire(request())
+      await until(() => slots.queueDepth() === 1)
+      first.release()
+      ;(await second).release()
+      expect(observer.of('slotTaken')).toHaveLength(2)
+      const ticket = await state.keys.admit('k', { requests_per_minute: 1 })
+      ticket.release()
+      await expect(state.keys.admit('k', { requests_per_minute: 1 })).rejects.toMatchObject({ reason: 'rate_limit_requests' })
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      expect(lines.filter((l) => JSON.parse(l).level === 40)).toHaveLength(1)
+      expect((await metrics.registry.getSingleMetricAsString('sluice_redis_up')).trim().split('\n').at(-1)).toBe('sluice_redis_up 0')
+    } finally {
+      state.close()
+      await state.disconnect()
+    }
+  })
+
+  it('an uncontended admission is one round trip, and so is a release (slots and key limits each)', async () => {
+    const link = await openLink(uniquePrefix('trips'))
+    const slots = slotsOn(link, { model: 'm', backends: ['a', 'b'], slotsPerBackend: 4, maxQueue: 10, maxWaitMs: 10_000, usable: () => true })
+    const limiter = new RedisKeyLimiter(link, { callBudgetMs: 2000 })
+    disposables.push(limiter)
+    const limits = { requests_per_minute: 1000, tokens_per_minute: 100_000, max_concurrency: 10 }
+    const request = { priority: 0, signal: new AbortController().signal, choose: (c: readonly string[]) => c[c.length - 1]! }
+    // Every command a client sends (MONITOR), not those scripts run inside Redis.
+    const monitor = await new Redis(redis.url).monitor()
+    const sent: string[] = []
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (source !== 'lua' && !['ping', 'info', 'monitor'].includes(args[0]!.toLowerCase())) sent.push(args[0]!.toLowerCase())
+    })
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      for (let i = 0; i < 10; i++) {
+        const ticket = await limiter.admit('trips', limits)
+        const lease = await slots.acquire(request)
+        lease.release()
+        ticket.release()
+        await settle()
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      // Per request: key admission, slot admission and slot release are one script each; the key's ticket one ZREM.
+      const count = (command: string) => sent.filter((x) => x === command).length
+      expect(count('eval') + count('evalsha')).toBe(30)
+      expect(count('zrem')).toBe(10)
+      expect(sent).toHaveLength(40)
+    } finally {
+      monitor.disconnect()
+    }
+  })
+
+  it('priority prefixes sort as numbers, clamped to the safe integer range', () => {
+    const priorities = [-Number.MAX_SAFE_INTEGER * 4, -1e15, -3, -1, 0, 1, 2, 15, 16, 1e15, Number.MAX_SAFE_INTEGER, 1e300]
+    const prefixes = priorities.map(priorityPrefix)
+    expect(prefixes.every((p) => /^[0-9a-f]{14}$/.test(p))).toBe(true)
+    expect([...prefixes].sort()).toEqual(prefixes)
+    expect(priorityPrefix(1e300)).toBe(priorityPrefix(Number.MAX_SAFE_INTEGER))
+    expect(priorityPrefix(-Infinity)).toBe(priorityPrefix(-Number.MAX_SAFE_INTEGER))
+  })
+})
+
+async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time')
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}

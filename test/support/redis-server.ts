@@ -1,0 +1,110 @@
+/**
+ * A real redis-server for tests: started on a free port with no persistence
+ * (`--save '' --appendonly no`), never the machine's shared one. With
+ * REDIS_URL set, that server is used instead (it cannot be stopped, so
+ * outage tests skip). With neither, Redis suites are skipped with a loud
+ * message, and fail when SLUICE_REQUIRE_REDIS=1 (CI).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import { createServer, connect } from 'node:net'
+import { describe } from 'vitest'
+
+const externalUrl = process.env.REDIS_URL
+const required = process.env.SLUICE_REQUIRE_REDIS === '1'
+const serverInstalled = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0
+
+/** True when the tests can reach a Redis of their own. */
+export const redisAvailable = externalUrl !== undefined || serverInstalled
+
+/** `describe` for suites that need Redis: skipped loudly without one, failed with SLUICE_REQUIRE_REDIS=1. */
+export function describeWithRedis(name: string, body: () => void): void {
+  if (redisAvailable) {
+    describe(name, body)
+    return
+  }
+  const message = `Redis tests SKIPPED (${name}): no redis-server on PATH and no REDIS_URL`
+  if (required) throw new Error(`${message}, but SLUICE_REQUIRE_REDIS=1`)
+  console.error(`\n!!! ${message} !!!\n`)
+  describe.skip(name, body)
+}
+
+export interface TestRedis {
+  readonly url: string
+  readonly port: number
+  /** False for REDIS_URL: that server cannot be stopped and restarted by tests. */
+  readonly controllable: boolean
+  /** Stops the server (an outage); `start()` brings it back on the same port, empty. */
+  stop(): Promise<void>
+  start(): Promise<void>
+  /** Stops for good. */
+  close(): Promise<void>
+}
+
+/** A key prefix no other test uses, so tests can share one server. */
+export function uniquePrefix(label = 'test'): string {
+  return `sluice-${label}-${randomBytes(4).toString('hex')}:`
+}
+
+export async function startTestRedis(): Promise<TestRedis> {
+  if (externalUrl !== undefined) {
+    const port = Number(new URL(externalUrl).port || 6379)
+    const refuse = () => Promise.reject(new Error('REDIS_URL given: this server is not the tests’ to stop'))
+    return { url: externalUrl, port, controllable: false, stop: refuse, start: refuse, close: async () => undefined }
+  }
+  const port = await freePort()
+  let child: ChildProcess | null = null
+  const start = async () => {
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local']
+    child = spawn('redis-server', args, { stdio: 'ignore' })
+    await untilAnswers(port, child)
+  }
+  const stop = async () => {
+    const running = child
+    child = null
+    if (running === null || running.exitCode !== null) return
+    const exited = once(running, 'exit')
+    running.kill('SIGKILL')
+    await exited
+  }
+  await start()
+  return { url: `redis://127.0.0.1:${port}`, port, controllable: true, start, stop, close: stop }
+}
+
+/** A port nothing listens on (right now). */
+export async function freePort(): Promise<number> {
+  const server = createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const address = server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+/** Until the server answers PING (bounded: 5 s). */
+async function untilAnswers(port: number, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 5000
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} (port ${port} taken?)`)
+    if (await pings(port)) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`redis-server on port ${port} did not answer within 5 s`)
+}
+
+function pings(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    let answer = ''
+    socket.setTimeout(500, () => socket.destroy())
+    socket.on('connect', () => socket.write('PING\r\n'))
+    socket.on('data', (chunk) => {
+      answer += chunk.toString()
+      if (answer.includes('\r\n')) socket.end()
+    })
+    socket.on('close', () => resolve(answer.startsWith('+PONG')))
+    socket.on('error', () => undefined)
+  })
+}
