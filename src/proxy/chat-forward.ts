@@ -97,7 +97,18 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
     throw upstreamError(reason, `backend "${answer.backend.name}"`, error)
   }
-  settle(answer.statusCode === 200 ? usageOfJsonBody(body) : null)
+  if (answer.statusCode !== 200) {
+    settle(null)
+    return reply.code(answer.statusCode).headers(responseHeaders).send(body)
+  }
+  const usage = usageOfJsonBody(body)
+  settle(usage ?? null)
+  if (usage === undefined) {
+    // A success that is not a completion at all is a broken backend, not an answer to pass on.
+    ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason: 'bad_response' })
+    ctx.monitor.reportFailure(job.route, answer.backend, 'status')
+    throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
+  }
   return reply.code(answer.statusCode).headers(responseHeaders).send(body)
 }
 

@@ -20,11 +20,12 @@ export function usageOf(value: unknown): TokenUsage | null {
   return { prompt, completion }
 }
 
-export function usageOfJsonBody(body: Buffer): TokenUsage | null {
+/** The usage of a JSON answer; `undefined` when the body is not JSON at all. */
+export function usageOfJsonBody(body: Buffer): TokenUsage | null | undefined {
   try {
     return usageOf(JSON.parse(body.toString('utf8')))
   } catch {
-    return null
+    return undefined
   }
 }
 

@@ -182,6 +182,24 @@ describe('backend failures', () => {
     expect(broken.received.length).toBeGreaterThanOrEqual(1)
   })
 
+  it('answers 502 when a backend says 200 but sends something that is not JSON', async () => {
+    const garbage = createServer((request, response) => {
+      request.resume()
+      request.on('end', () => {
+        response.writeHead(200, { 'content-type': 'application/json' })
+        response.end('<html>oops</html>')
+      })
+    })
+    await new Promise<void>((resolve) => garbage.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => garbage.close(() => resolve())))
+    const gw = await gateway({ backends: [{ url: `http://127.0.0.1:${(garbage.address() as AddressInfo).port}` }] })
+
+    const { status, text } = await post(gw, {})
+
+    expect(status).toBe(502)
+    expect(JSON.parse(text).error).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response' })
+  })
+
   it('passes a backend error status and body through unchanged', async () => {
     const backend = await standIn({ fail: 'status500' })
     const gw = await gateway({ backends: [{ url: backend.url }] })

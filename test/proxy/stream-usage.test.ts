@@ -73,6 +73,6 @@ describe('usageOfJsonBody', () => {
   it('gives null for a body without usage or that is not JSON', () => {
     expect(usageOfJsonBody(Buffer.from('{"choices":[]}'))).toBeNull()
     expect(usageOfJsonBody(Buffer.from('{"usage":null}'))).toBeNull()
-    expect(usageOfJsonBody(Buffer.from('not json'))).toBeNull()
+    expect(usageOfJsonBody(Buffer.from('not json'))).toBeUndefined()
   })
 })
