@@ -18,6 +18,7 @@ import { buildAdmissionState } from './state/admission-state.js'
 import type { RedisTimings } from './state/redis-link.js'
 import type { AdmissionObserver } from './state/store.js'
 import { BackendMonitor } from './routing/backend-monitor.js'
+import { LOCAL_HEALTH_BOARD } from './state/health-board.js'
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -72,7 +73,8 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   const clock = overrides.clock ?? { now: () => Date.now() }
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
   const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings)
-  const monitor = new BackendMonitor(models, clock, metrics, logger, { wake: (model) => state.slots.get(model)?.wake() })
+  const board = state.healthBoard ?? LOCAL_HEALTH_BOARD
+  const monitor = new BackendMonitor(models, clock, metrics, logger, { wake: (model) => state.slots.get(model)?.wake(), board })
   return {
     config,
     logger,

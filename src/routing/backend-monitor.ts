@@ -4,12 +4,28 @@
  * settles within seconds), and the passive signals real traffic reports.
  * Publishes what it learns: `sluice_backend_up`, and a wake-up for the
  * model's queue when a backend can take requests again.
+ *
+ * With a shared health board (Redis mode) it also tells the other replicas
+ * when it finds a backend down or ejects it (refreshed at every failed check),
+ * withdraws that when its own check brings the backend back, and merges
+ * their verdicts into the backend's usability (health-state.ts `isUsableWith`).
  */
 import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
 import type { Metrics } from '../metrics/registry.js'
 import type { Backend } from './backend.js'
-import { afterActiveCheck, afterPassiveFailure, afterPassiveSuccess, type HealthSettings, type PassiveFailure } from './health-state.js'
+import type { HealthBoard } from '../state/health-board.js'
+import {
+  afterActiveCheck,
+  afterPassiveFailure,
+  afterPassiveSuccess,
+  isUsable,
+  verdictLapsesAt,
+  type HealthSettings,
+  type HealthState,
+  type PassiveFailure,
+  type SharedVerdict,
+} from './health-state.js'
 import type { ModelRoute } from './model-route.js'
 import { readVllmLoad } from './vllm-load.js'
 
@@ -21,6 +37,8 @@ const STALE_INTERVALS = 3
 export interface MonitorHooks {
   /** A backend of this model may have become usable: re-examine its queue. */
   readonly wake: (model: string) => void
+  /** Where verdicts are shared with other replicas; absent: this replica's checks only. */
+  readonly board?: HealthBoard
 }
 
 export class BackendMonitor {
@@ -42,6 +60,11 @@ export class BackendMonitor {
 
   start(): void {
     for (const route of this.#models.values()) {
+      const names = route.backends.map((b) => b.name)
+      this.#hooks.board?.watch(route.name, names, (name, verdict) => {
+        const backend = route.backends.find((b) => b.name === name)
+        if (backend !== undefined) this.#receive(route, backend, verdict)
+      })
       for (const backend of route.backends) void this.#probeLoop(route, backend)
     }
   }
@@ -108,11 +131,45 @@ export class BackendMonitor {
     }
   }
 
-  #update(route: ModelRoute, backend: Backend, next: () => Backend['health']): void {
-    const wasUsable = backend.usable(this.#clock.now())
+  #update(route: ModelRoute, backend: Backend, next: () => HealthState): void {
+    const now = this.#clock.now()
+    const wasUsable = backend.usable(now)
+    const before = backend.health
     backend.health = next()
+    this.#share(route, backend, before, now)
     const usable = this.#publish(route, backend)
     if (usable !== wasUsable) this.#logger.warn({ model: route.name, backend: backend.name, up: usable }, usable ? 'backend up' : 'backend down')
+  }
+
+  /**
+   * Tells the board what this replica's own state says: down or ejected
+   * (again, which refreshes the verdict), or back up after being neither.
+   */
+  #share(route: ModelRoute, backend: Backend, before: HealthState, now: number): void {
+    const board = this.#hooks.board
+    const after = backend.health
+    if (board === undefined || after === before) return
+    if (!isUsable(after, now)) {
+      const expiresAt = Math.max(now + route.settings.health.interval_ms * STALE_INTERVALS, after.ejectedUntil)
+      board.publish(route.name, backend.name, { up: after.up, ejectedUntil: after.ejectedUntil, expiresAt })
+    } else if (!isUsable(before, now)) {
+      board.clear(route.name, backend.name)
+    }
+  }
+
+  /** Another replica's verdict (or its withdrawal) arrived: merge it, and look again when it lapses. */
+  #receive(route: ModelRoute, backend: Backend, verdict: SharedVerdict | null): void {
+    if (this.#stopped) return
+    const now = this.#clock.now()
+    const wasUsable = backend.usable(now)
+    backend.shared = verdict
+    const usable = this.#publish(route, backend)
+    if (usable !== wasUsable) this.#logger.warn({ model: route.name, backend: backend.name, up: usable, shared: true }, usable ? 'backend up' : 'backend down')
+    if (verdict !== null && verdictLapsesAt(verdict) > now) {
+      this.#after(verdictLapsesAt(verdict) - now, () => {
+        if (backend.shared === verdict) this.#publish(route, backend)
+      })
+    }
   }
 
   /** Sets the gauge; wakes the queue when the backend can take requests. */

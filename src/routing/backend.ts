@@ -1,7 +1,7 @@
 /** One configured model server: its settings, its connection pool, its state. */
 import { Pool } from 'undici'
 import type { BackendSettings, ModelSettings } from '../config/resolve.js'
-import { INITIAL_HEALTH, isUsable, type HealthState } from './health-state.js'
+import { INITIAL_HEALTH, isUsableWith, type HealthState, type SharedVerdict } from './health-state.js'
 import type { VllmLoad } from './vllm-load.js'
 
 export class Backend {
@@ -14,6 +14,8 @@ export class Backend {
   readonly #prefix: string
   /** Written by the backend monitor (active checks) and by real traffic (passive). */
   health: HealthState = INITIAL_HEALTH
+  /** Another replica's verdict from the shared health board (Redis mode), or null. */
+  shared: SharedVerdict | null = null
   /** The backend's own load from its /metrics, with when it was read. */
   load: { readonly value: VllmLoad; readonly at: number } | null = null
 
@@ -35,8 +37,9 @@ export class Backend {
     })
   }
 
+  /** This replica's own view and the shared verdict merged. */
   usable(now: number): boolean {
-    return isUsable(this.health, now)
+    return isUsableWith(this.health, this.shared, now)
   }
 
   /** The path on this backend: its URL's own path prefix (`http://h/prefix`), then `path`. */

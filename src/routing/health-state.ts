@@ -15,6 +15,10 @@
  *   new ejections.
  *
  * A backend takes new requests only when it is up and not ejected.
+ *
+ * In Redis mode other replicas add a shared verdict (a backend one of them
+ * found down or ejected, state/health-board.ts): the backend is usable only
+ * when neither this replica's state nor a verdict still in force says no.
  */
 
 export interface HealthState {
@@ -25,6 +29,14 @@ export interface HealthState {
   readonly ejections: number
   /** Ms since the epoch until which the backend takes no new requests. */
   readonly ejectedUntil: number
+}
+
+/** A replica's published finding that a backend is down or ejected, in force until `expiresAt`. */
+export interface SharedVerdict {
+  readonly up: boolean
+  readonly ejectedUntil: number
+  /** Ms since the epoch: a verdict its replica stopped refreshing (dead, or Redis away) lapses then. */
+  readonly expiresAt: number
 }
 
 export interface HealthSettings {
@@ -40,6 +52,18 @@ const MAX_COOL_DOWN_INTERVALS = 64
 
 export function isUsable(state: HealthState, now: number): boolean {
   return state.up && now >= state.ejectedUntil
+}
+
+/** The merge rule: this replica's own state, and a shared verdict that has not lapsed. */
+export function isUsableWith(state: HealthState, shared: SharedVerdict | null, now: number): boolean {
+  if (!isUsable(state, now)) return false
+  if (shared === null || now >= shared.expiresAt) return true
+  return shared.up && now >= shared.ejectedUntil
+}
+
+/** When a shared verdict stops counting (its ejection ends or it expires). */
+export function verdictLapsesAt(shared: SharedVerdict): number {
+  return shared.up ? Math.min(shared.ejectedUntil, shared.expiresAt) : shared.expiresAt
 }
 
 export function afterActiveCheck(state: HealthState, ok: boolean, settings: HealthSettings): HealthState {

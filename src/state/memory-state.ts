@@ -1,5 +1,6 @@
 /** Admission state kept in this process (`state.kind: memory`). */
 import type { Clock } from '../context.js'
+import type { HealthBoard } from './health-board.js'
 import type { GatewayConfig } from '../config/resolve.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import { MemoryModelSlots, type ModelSlotSettings } from './memory-slots.js'
@@ -8,6 +9,8 @@ import type { AdmissionObserver, KeyLimiter, ModelSlots } from './store.js'
 export interface AdmissionState {
   readonly slots: ReadonlyMap<string, ModelSlots>
   readonly keys: KeyLimiter
+  /** Backend health verdicts shared with other replicas (Redis mode); absent: nothing shared. */
+  readonly healthBoard?: HealthBoard
   /** False while a shared store (Redis) is unreachable and admission runs on local limits. */
   reachable(): boolean
   /** Turns every waiter away (shutdown); in-flight leases stay valid. */

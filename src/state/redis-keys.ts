@@ -25,6 +25,10 @@ export interface ModelKeys {
   readonly leases: readonly string[]
   /** Published when a slot frees and no waiter could be handed it. */
   readonly freedChannel: string
+  /** HASH backend → a replica's verdict that it is down or ejected (JSON, with its expiry). */
+  readonly health: string
+  /** Published when a verdict of `health` is set or withdrawn. */
+  readonly healthChannel: string
 }
 
 export function modelKeys(prefix: string, model: string, backends: readonly string[]): ModelKeys {
@@ -37,6 +41,8 @@ export function modelKeys(prefix: string, model: string, backends: readonly stri
     grants: `${base}grants`,
     leases: backends.map((b) => `${base}leases:${tagSafe(b)}`),
     freedChannel: `${base}freed`,
+    health: `${base}health`,
+    healthChannel: `${base}health-changed`,
   }
 }
 

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { HEALTH_SCRIPTS, type HealthScript } from './lua/health-scripts.js'
 import { KEY_SCRIPTS, type KeyScript } from './lua/key-scripts.js'
 import { SLOT_SCRIPTS, type SlotScript } from './lua/slot-scripts.js'
 import { replicaChannel } from './redis-keys.js'
@@ -52,7 +53,7 @@ export interface ReplicaMessage {
   readonly backend?: string
 }
 
-type ScriptName = SlotScript | KeyScript
+type ScriptName = SlotScript | KeyScript | HealthScript
 type ScriptCall = (...args: (string | number)[]) => Promise<unknown>
 
 export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
@@ -92,7 +93,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
       connectTimeout: 2000,
       retryStrategy,
     })
-    for (const [name, lua] of Object.entries({ ...SLOT_SCRIPTS, ...KEY_SCRIPTS })) this.#client.defineCommand(name, { lua })
+    for (const [name, lua] of Object.entries({ ...SLOT_SCRIPTS, ...KEY_SCRIPTS, ...HEALTH_SCRIPTS })) this.#client.defineCommand(name, { lua })
     this.#client.on('ready', () => this.#markUp())
     this.#client.on('close', () => this.#markDown('connection closed'))
     this.#client.on('error', (error: Error) => this.#logger.debug({ err: error }, 'redis connection error'))

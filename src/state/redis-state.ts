@@ -11,6 +11,7 @@ import { FailoverKeyLimiter, FailoverModelSlots } from './failover-state.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import { MemoryModelSlots } from './memory-slots.js'
 import { modelSlotSettings, type AdmissionState } from './memory-state.js'
+import { RedisHealthBoard } from './redis-health-board.js'
 import { RedisKeyLimiter } from './redis-key-limiter.js'
 import { RedisLink, type RedisTimings } from './redis-link.js'
 import { RedisModelSlots } from './redis-slots.js'
@@ -46,8 +47,10 @@ export function buildRedisState(
     slots.set(model.name, new FailoverModelSlots(modelSlots, local, link))
   }
   const sharedKeys = new RedisKeyLimiter(link)
+  const healthBoard = new RedisHealthBoard(link, clock, logger)
   return {
     slots,
+    healthBoard,
     keys: new FailoverKeyLimiter(sharedKeys, new MemoryKeyLimiter(clock), link),
     reachable: () => link.up(),
     close() {
@@ -56,6 +59,7 @@ export function buildRedisState(
     async disconnect() {
       for (const modelSlots of shared) modelSlots.dispose()
       sharedKeys.dispose()
+      healthBoard.close()
       await link.close()
     },
   }

@@ -5,9 +5,12 @@ import {
   afterPassiveSuccess,
   INITIAL_HEALTH,
   isUsable,
+  isUsableWith,
+  verdictLapsesAt,
   type HealthSettings,
   type HealthState,
   type PassiveFailure,
+  type SharedVerdict,
 } from '../../src/routing/health-state.js'
 
 const settings: HealthSettings = { unhealthyAfter: 3, intervalMs: 1000 }
@@ -204,5 +207,33 @@ describe('one incident, one ejection', () => {
     const again = afterPassiveFailure(burst, 'connect', settings, first.ejectedUntil)
     expect(again.ejections).toBe(2)
     expect(again.ejectedUntil).toBe(first.ejectedUntil + 2 * settings.intervalMs)
+  })
+})
+
+describe('merging a shared verdict (Redis mode)', () => {
+  const down: SharedVerdict = { up: false, ejectedUntil: 0, expiresAt: T0 + 3000 }
+  const ejected: SharedVerdict = { up: true, ejectedUntil: T0 + 2000, expiresAt: T0 + 3000 }
+
+  it('without a verdict, is this replica’s own view', () => {
+    expect(isUsableWith(INITIAL_HEALTH, null, T0)).toBe(true)
+    expect(isUsableWith(activeChecks(INITIAL_HEALTH, [false, false, false]), null, T0)).toBe(false)
+  })
+
+  it('a verdict in force makes a backend this replica finds healthy unusable', () => {
+    expect(isUsableWith(INITIAL_HEALTH, down, T0)).toBe(false)
+    expect(isUsableWith(INITIAL_HEALTH, ejected, T0 + 1999)).toBe(false)
+  })
+
+  it('a verdict never makes a backend this replica finds down usable', () => {
+    const upVerdict: SharedVerdict = { up: true, ejectedUntil: 0, expiresAt: T0 + 3000 }
+    expect(isUsableWith(activeChecks(INITIAL_HEALTH, [false, false, false]), upVerdict, T0)).toBe(false)
+    expect(isUsableWith(passiveFailures(INITIAL_HEALTH, 'connect', 1, T0), upVerdict, T0)).toBe(false)
+  })
+
+  it('a verdict lapses at its expiry, and an ejection verdict when its ejection ends', () => {
+    expect(isUsableWith(INITIAL_HEALTH, down, T0 + 3000)).toBe(true)
+    expect(isUsableWith(INITIAL_HEALTH, ejected, T0 + 2000)).toBe(true)
+    expect(verdictLapsesAt(down)).toBe(T0 + 3000)
+    expect(verdictLapsesAt(ejected)).toBe(T0 + 2000)
   })
 })

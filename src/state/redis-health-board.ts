@@ -1,0 +1,132 @@
+/**
+ * The health board shared through Redis: a replica that finds a backend down
+ * or ejects it writes its verdict into the model's health hash and announces
+ * it on the model's health channel; every replica applies what it hears, and
+ * reads the whole hash again whenever it (re)connects, since messages sent
+ * while it was away are lost. A verdict carries its own expiry (its
+ * replica's clock), so one from a replica that died lapses by itself.
+ *
+ * Redis unreachable: nothing is written, verdicts held are dropped, and each
+ * replica goes by its own checks (no error reaches a request).
+ */
+import type { Logger } from 'pino'
+import type { Clock } from '../context.js'
+import type { SharedVerdict } from '../routing/health-state.js'
+import type { HealthBoard } from './health-board.js'
+import { modelKeys } from './redis-keys.js'
+import type { RedisLink } from './redis-link.js'
+
+type OnVerdict = (backend: string, verdict: SharedVerdict | null) => void
+
+interface Watched {
+  readonly keys: readonly [hash: string, channel: string]
+  readonly backends: readonly string[]
+  readonly onVerdict: OnVerdict
+}
+
+export class RedisHealthBoard implements HealthBoard {
+  readonly #link: RedisLink
+  readonly #clock: Clock
+  readonly #logger: Logger
+  readonly #watched = new Map<string, Watched>()
+
+  constructor(link: RedisLink, clock: Clock, logger: Logger) {
+    this.#link = link
+    this.#clock = clock
+    this.#logger = logger
+    link.on('up', this.#readAll)
+    link.on('resync', this.#readAll)
+    link.on('down', this.#forgetAll)
+  }
+
+  publish(model: string, backend: string, verdict: SharedVerdict): void {
+    const keepMs = Math.max(1, Math.ceil(verdict.expiresAt - this.#clock.now()))
+    const message = JSON.stringify({ backend, verdict })
+    this.#call(model, 'sluiceHealthPublish', this.#keysOf(model), [backend, JSON.stringify(verdict), keepMs, message])
+  }
+
+  clear(model: string, backend: string): void {
+    this.#call(model, 'sluiceHealthClear', this.#keysOf(model), [backend, JSON.stringify({ backend, verdict: null })])
+  }
+
+  watch(model: string, backends: readonly string[], onVerdict: OnVerdict): void {
+    const watched: Watched = { keys: this.#keysOf(model), backends, onVerdict }
+    this.#watched.set(model, watched)
+    this.#link.subscribe(watched.keys[1], (raw) => {
+      const message = parseMessage(raw)
+      if (message !== null && backends.includes(message.backend)) onVerdict(message.backend, message.verdict)
+    })
+    if (this.#link.up()) void this.#read(model, watched)
+  }
+
+  close(): void {
+    this.#link.off('up', this.#readAll)
+    this.#link.off('resync', this.#readAll)
+    this.#link.off('down', this.#forgetAll)
+    this.#watched.clear()
+  }
+
+  #keysOf(model: string): readonly [string, string] {
+    const keys = modelKeys(this.#link.keyPrefix, model, [])
+    return [keys.health, keys.healthChannel]
+  }
+
+  #call(model: string, script: 'sluiceHealthPublish' | 'sluiceHealthClear', keys: readonly string[], args: readonly (string | number)[]): void {
+    if (!this.#link.up()) return
+    this.#link.run(script, keys, args).catch((error: unknown) => this.#logger.debug({ err: error, model }, 'shared health not written'))
+  }
+
+  readonly #readAll = (): void => {
+    for (const [model, watched] of this.#watched) void this.#read(model, watched)
+  }
+
+  /** Applies the whole hash: a backend without a field has no verdict in force. */
+  async #read(model: string, watched: Watched): Promise<void> {
+    let flat: unknown
+    try {
+      flat = await this.#link.run('sluiceHealthRead', watched.keys.slice(0, 1), [])
+    } catch (error) {
+      this.#logger.debug({ err: error, model }, 'shared health not read')
+      return
+    }
+    if (this.#watched.get(model) !== watched || !Array.isArray(flat)) return
+    const found = new Map<string, SharedVerdict>()
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const verdict = parseVerdict(flat[i + 1])
+      if (typeof flat[i] === 'string' && verdict !== null) found.set(flat[i] as string, verdict)
+    }
+    for (const backend of watched.backends) watched.onVerdict(backend, found.get(backend) ?? null)
+  }
+
+  readonly #forgetAll = (): void => {
+    for (const watched of this.#watched.values()) for (const backend of watched.backends) watched.onVerdict(backend, null)
+  }
+}
+
+function parseMessage(raw: string): { backend: string; verdict: SharedVerdict | null } | null {
+  try {
+    const data = JSON.parse(raw) as { backend?: unknown; verdict?: unknown }
+    if (typeof data.backend !== 'string') return null
+    if (data.verdict === null) return { backend: data.backend, verdict: null }
+    const verdict = verdictFrom(data.verdict)
+    return verdict === null ? null : { backend: data.backend, verdict }
+  } catch {
+    return null
+  }
+}
+
+function parseVerdict(raw: unknown): SharedVerdict | null {
+  if (typeof raw !== 'string') return null
+  try {
+    return verdictFrom(JSON.parse(raw))
+  } catch {
+    return null
+  }
+}
+
+function verdictFrom(data: unknown): SharedVerdict | null {
+  if (typeof data !== 'object' || data === null) return null
+  const { up, ejectedUntil, expiresAt } = data as Record<string, unknown>
+  if (typeof up !== 'boolean' || typeof ejectedUntil !== 'number' || typeof expiresAt !== 'number') return null
+  return { up, ejectedUntil, expiresAt }
+}

@@ -1,0 +1,114 @@
+/**
+ * Backend health is global in Redis mode: two gateway replicas in this
+ * process share one redis-server; only replica A checks the backend often
+ * enough to notice it fail, and replica B takes it out of service through
+ * A's shared verdict, then back when A's check passes again, or when A is
+ * gone and its verdict lapses.
+ */
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
+import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { modelKeys } from '../../src/state/redis-keys.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
+import { startRedisTestGateway } from '../support/redis-gateway.js'
+import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+
+const key = makeKey('team-a', ['chat'])
+const FAST_MS = 100
+/** Replica B would not look again within the test. */
+const SLOW_MS = 600_000
+const cleanups: (() => Promise<unknown>)[] = []
+let redis: TestRedis
+let inspect: Redis
+
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!()
+})
+
+function config(prefix: string, backend: VllmStandIn, intervalMs: number): Record<string, unknown> {
+  return {
+    server: { shutdown_grace_ms: 1000 },
+    state: { kind: 'redis', redis_url: redis.url, key_prefix: prefix },
+    auth: { keys: [key.entry] },
+    models: [{ name: 'm', served_name: 'stand-in-model', health: { interval_ms: intervalMs, unhealthy_after: 1 }, backends: [{ url: backend.url, name: 'b1' }] }],
+  }
+}
+
+async function gateway(object: Record<string, unknown>): Promise<TestGateway> {
+  const gw = await startRedisTestGateway(object, { callBudgetMs: 1000 })
+  let open = true
+  const shutdown = async () => {
+    if (!open) return
+    open = false
+    await gw.shutdown()
+  }
+  cleanups.push(shutdown)
+  await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 'readyz 200')
+  return { ...gw, shutdown }
+}
+
+async function backendUp(url: string): Promise<number | undefined> {
+  const text = await (await fetch(`${url}/metrics`)).text()
+  const line = text.split('\n').find((l) => l.startsWith('sluice_backend_up{') && l.includes('model="m"') && l.includes('backend="b1"'))
+  return line === undefined ? undefined : Number(line.split(' ').at(-1))
+}
+
+/** Polls until `check` holds; bounded. */
+async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (await check()) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+describeWithRedis('shared backend health (Redis mode)', () => {
+  beforeAll(async () => {
+    redis = await startTestRedis()
+    inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
+  })
+
+  afterAll(async () => {
+    inspect.disconnect()
+    await redis.close()
+  })
+
+  it('a backend one replica finds down is down on every replica, and back when that replica sees it recover', async () => {
+    const backend = await startVllmStandIn()
+    cleanups.push(() => backend.close())
+    const prefix = uniquePrefix('health')
+    const a = await gateway(config(prefix, backend, FAST_MS))
+    const b = await gateway(config(prefix, backend, SLOW_MS))
+    expect(await backendUp(b.url)).toBe(1)
+
+    backend.options.fail = 'status500'
+    await until(async () => (await backendUp(a.url)) === 0, 'replica A to mark b1 down')
+    await until(async () => (await backendUp(b.url)) === 0, 'replica B to take the shared verdict')
+    expect(await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')).toBe(1)
+
+    backend.options.fail = 'none'
+    await until(async () => (await backendUp(a.url)) === 1, 'replica A to see b1 recover')
+    await until(async () => (await backendUp(b.url)) === 1, 'replica B to follow')
+    expect(await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')).toBe(0)
+    const answer = await fetch(`${b.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    expect(answer.status).toBe(200)
+  })
+
+  it('the verdict of a replica that is gone lapses after three of its health intervals', async () => {
+    const backend = await startVllmStandIn()
+    cleanups.push(() => backend.close())
+    const prefix = uniquePrefix('health')
+    const a = await gateway(config(prefix, backend, FAST_MS))
+    const b = await gateway(config(prefix, backend, SLOW_MS))
+
+    backend.options.fail = 'status500'
+    await until(async () => (await backendUp(b.url)) === 0, 'replica B to take the shared verdict')
+    await a.shutdown()
+    await until(async () => (await backendUp(b.url)) === 1, 'the verdict to lapse', 3000)
+  })
+})
