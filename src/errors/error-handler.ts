@@ -46,6 +46,6 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: G
 
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const gatewayError = toGatewayError(error)
-  if (gatewayError.status >= 500) request.log.error({ err: error }, 'request failed')
+  if (gatewayError.status >= 500) request.log.error({ err: error, request_id: request.facts.requestId }, 'request failed')
   return sendError(request, reply, gatewayError)
 }

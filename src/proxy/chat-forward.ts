@@ -78,7 +78,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
         const failure = upstreamError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason: 'mid_stream' })
         ctx.monitor.reportFailure(job.route, answer.backend, 'status')
-        request.log.warn({ err: error, backend: answer.backend.name }, 'backend failed mid-stream')
+        request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
         request.facts.errorCode = failure.code
         return failure.toBody()
       },
@@ -129,7 +129,7 @@ function settlement(ctx: GatewayContext, request: FastifyRequest, job: ChatForwa
     ctx.metrics.tokens.inc({ model: job.route.name, key, kind: 'prompt' }, usage.prompt)
     ctx.metrics.tokens.inc({ model: job.route.name, key, kind: 'completion' }, usage.completion)
     request.facts.tokens = usage
-    job.ticket.chargeTokens(usage.prompt + usage.completion).catch((error: unknown) => request.log.warn({ err: error }, 'charging tokens failed'))
+    job.ticket.chargeTokens(usage.prompt + usage.completion).catch((error: unknown) => request.log.warn({ err: error, request_id: request.facts.requestId }, 'charging tokens failed'))
   }
 }
 

@@ -38,7 +38,7 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   }
   request.facts.backend = upstream.name
   response.body.once('error', (error: Error) => {
-    if (!client.signal.aborted) request.log.warn({ err: error, upstream: upstream.name }, 'upstream failed mid-body')
+    if (!client.signal.aborted) request.log.warn({ err: error, request_id: request.facts.requestId, upstream: upstream.name }, 'upstream failed mid-body')
   })
   return reply.code(response.statusCode).headers(responseHeadersFromUpstream(response.headers)).send(response.body)
 }
