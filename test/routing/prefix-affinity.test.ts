@@ -371,3 +371,35 @@ describe('pickPrefixAffine', () => {
     expect(() => pickPrefixAffine([], IDLE, { affinityKey: 'k' }, noRng)).toThrow(/at least one candidate/)
   })
 })
+
+describe('1,000 conversations over 4 backends, then one removed', () => {
+  const FOUR = [
+    { name: 'g1', weight: 1 },
+    { name: 'g2', weight: 1 },
+    { name: 'g3', weight: 1 },
+    { name: 'g4', weight: 1 },
+  ]
+  const conversations = Array.from({ length: 1000 }, (_, i) => ({
+    messages: [
+      { role: 'system', content: `You are assistant number ${i}.` },
+      { role: 'user', content: `Opening question ${i * 7919}` },
+    ],
+  }))
+
+  it('moves exactly the conversations of the removed backend', () => {
+    const before = conversations.map((c) => pickName(FOUR, affinityKey(c)))
+    const after = conversations.map((c) => pickName(FOUR.filter((b) => b.name !== 'g2'), affinityKey(c)))
+    const moved = new Set(conversations.map((_, i) => i).filter((i) => before[i] !== after[i]))
+    const onRemoved = new Set(conversations.map((_, i) => i).filter((i) => before[i] === 'g2'))
+    expect(onRemoved.size).toBeGreaterThan(150)
+    expect(moved).toEqual(onRemoved)
+  })
+
+  it('keeps every later turn of a conversation on its backend (the key ignores what follows the first user message)', () => {
+    for (const conversation of conversations.slice(0, 100)) {
+      const first = pickName(FOUR, affinityKey(conversation))
+      const later = { messages: [...conversation.messages, { role: 'assistant', content: 'An answer' }, { role: 'user', content: 'A follow-up' }] }
+      expect(pickName(FOUR, affinityKey(later))).toBe(first)
+    }
+  })
+})

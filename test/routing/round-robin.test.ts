@@ -155,3 +155,10 @@ describe('pickSmoothWeighted', () => {
     expect(() => pickSmoothWeighted([], new Map())).toThrow(/at least one candidate/)
   })
 })
+
+describe('weighted round robin over 1,000 picks', () => {
+  it('matches weights 5:3:2 exactly (1,000 is a whole number of cycles of 10)', () => {
+    const { names } = run([{ name: 'a', weight: 5 }, { name: 'b', weight: 3 }, { name: 'c', weight: 2 }], 1000)
+    expect(counts(names)).toEqual({ a: 500, b: 300, c: 200 })
+  })
+})
