@@ -6,6 +6,7 @@ import type { Clock } from '../context.js'
 import { backendsWithRoom, decideArrival } from '../scheduling/admission.js'
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
 import { slotRefusal } from './slot-refusals.js'
+import { observedLease } from './observed-lease.js'
 import type { AdmissionObserver, AdmissionRefused, ModelSlots, SlotLease, SlotRejection, SlotRequest } from './store.js'
 
 export interface ModelSlotSettings {
@@ -138,21 +139,10 @@ export class MemoryModelSlots implements ModelSlots {
     if (room.length === 0) return null
     const backend = choose(room)
     this.#inFlight.set(backend, this.inFlight(backend) + 1)
-    this.#observer.slotTaken(model, backend)
-    const waitedMs = this.#clock.now() - arrivedAt
-    this.#observer.waited(model, waitedMs)
-    let released = false
-    return {
-      backend,
-      waitedMs,
-      release: () => {
-        if (released) return
-        released = true
-        this.#inFlight.set(backend, this.inFlight(backend) - 1)
-        this.#observer.slotReleased(model, backend)
-        this.#serveQueue()
-      },
-    }
+    return observedLease({ model, backend, arrivedAt }, this.#clock, this.#observer, () => {
+      this.#inFlight.set(backend, this.inFlight(backend) - 1)
+      this.#serveQueue()
+    })
   }
 
   #refusal(reason: SlotRejection): AdmissionRefused {

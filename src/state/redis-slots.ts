@@ -26,6 +26,7 @@ import { RedisLeases } from './redis-leases.js'
 import { RedisWaiters, type Waiter } from './redis-waiters.js'
 import { slotRefusal } from './slot-refusals.js'
 import type { AdmissionObserver, AdmissionRefused, ModelSlots, SlotLease, SlotRejection, SlotRequest } from './store.js'
+import { observedLease } from './observed-lease.js'
 
 /** Rounds of "these backends have room, choose one" before giving up on a race that never ends. */
 const MAX_ROOM_ROUNDS = 8
@@ -175,24 +176,13 @@ export class RedisModelSlots implements ModelSlots {
   }
 
   #lease(backend: string, id: string, arrivedAt: number): SlotLease {
-    const { model } = this.#settings
     this.#leases.add(id, backend)
-    this.#observer.slotTaken(model, backend)
-    const waitedMs = this.#clock.now() - arrivedAt
-    this.#observer.waited(model, waitedMs)
-    let released = false
-    return {
-      backend,
-      waitedMs,
-      release: () => {
-        if (released) return
-        released = true
-        this.#leases.remove(id)
-        this.#observer.slotReleased(model, backend)
-        this.#fire(this.#calls.release(id, backend))
-      },
-    }
+    return observedLease({ model: this.#settings.model, backend, arrivedAt }, this.#clock, this.#observer, () => {
+      this.#leases.remove(id)
+      this.#fire(this.#calls.release(id, backend))
+    })
   }
+
 
   /**
    * What any answer may carry: shared counts, a waiter of this replica

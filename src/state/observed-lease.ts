@@ -1,0 +1,31 @@
+/**
+ * A slot lease as both stores hand it out: it reports the grant and the wait
+ * to the observer (metrics) and, on the first release only, the release.
+ * What a release does to the store itself is the store's `onRelease`.
+ */
+import type { Clock } from '../context.js'
+import type { AdmissionObserver, SlotLease } from './store.js'
+
+export interface LeaseGrant {
+  readonly model: string
+  readonly backend: string
+  readonly arrivedAt: number
+}
+
+export function observedLease(grant: LeaseGrant, clock: Clock, observer: AdmissionObserver, onRelease: () => void): SlotLease {
+  const { model, backend } = grant
+  observer.slotTaken(model, backend)
+  const waitedMs = clock.now() - grant.arrivedAt
+  observer.waited(model, waitedMs)
+  let released = false
+  return {
+    backend,
+    waitedMs,
+    release: () => {
+      if (released) return
+      released = true
+      observer.slotReleased(model, backend)
+      onRelease()
+    },
+  }
+}
