@@ -11,6 +11,8 @@ import type { Socket } from 'node:net'
 export interface ConnectionDrain {
   /** Starts draining: idle connections close now, busy ones after their response. */
   drain(): void
+  /** Client connections currently open. */
+  open(): number
 }
 
 export function trackConnections(server: Server): ConnectionDrain {
@@ -26,13 +28,18 @@ export function trackConnections(server: Server): ConnectionDrain {
     active.set(socket, (active.get(socket) ?? 0) + 1)
     if (draining) response.setHeader('connection', 'close')
     response.once('close', () => {
-      const left = (active.get(socket) ?? 1) - 1
-      active.set(socket, left)
-      if (draining && left === 0) socket.end()
+      // When the client hung up, the socket closes before its response does:
+      // it is gone from the map then, and must not be put back (that leaked
+      // every aborted request, response and upstream body with it).
+      const count = active.get(socket)
+      if (count === undefined) return
+      active.set(socket, count - 1)
+      if (draining && count === 1) socket.end()
     })
   })
 
   return {
+    open: () => active.size,
     drain() {
       draining = true
       for (const [socket, requests] of active) if (requests === 0) socket.end()

@@ -25,6 +25,8 @@ export interface RunningGateway {
   readonly metricsUrl: string | null
   /** The context of the generation serving new requests. */
   readonly context: GatewayContext
+  /** Client connections currently open on the listener. */
+  openConnections(): number
   /** Serves new requests with `config` from now on. */
   reload(config: GatewayConfig): Promise<void>
   /** Drains and stops; resolves when everything is closed. */
@@ -82,6 +84,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     get context() {
       return current.context
     },
+    openConnections: () => connections.open(),
     reload,
     shutdown: () => (closing ??= shutdown()),
   }

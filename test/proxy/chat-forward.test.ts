@@ -225,3 +225,26 @@ describe('backend failures', () => {
   })
 })
 
+
+describe('connections of clients that went away', () => {
+  it('forgets a connection whose client hung up mid-stream (it once kept the whole request alive)', async () => {
+    const backend = await standIn({ tokens: 200, interTokenDelayMs: 5 })
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+    const closed = once(backend.events, 'client-closed')
+    const controller = new AbortController()
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages, stream: true }),
+      signal: controller.signal,
+    })
+    const reader = response.body!.getReader()
+    await reader.read()
+    controller.abort()
+    await closed
+
+    // The gateway's side of the connection closes right after; poll that observable state.
+    for (let i = 0; i < 100 && gw.openConnections() > 0; i++) await new Promise((resolve) => setImmediate(resolve))
+    expect(gw.openConnections()).toBe(0)
+  })
+})
