@@ -1,0 +1,22 @@
+// `npm run bench [-- soak|streams]`: which benchmarks to run, each in its own process.
+//   (none)   proxy overhead, then admission
+//   streams  5,000 idle streams
+//   soak     10,000 idle streams, then the 10-minute soak
+import { spawnSync } from 'node:child_process'
+
+const PLANS = {
+  default: [['bench/proxy-overhead.mjs'], ['bench/admission.mjs']],
+  streams: [['bench/streams.mjs', { BENCH_STREAMS: '5000' }]],
+  soak: [['bench/streams.mjs', { BENCH_STREAMS: '10000' }], ['bench/soak.mjs']],
+}
+
+const name = process.argv[2] ?? 'default'
+const plan = PLANS[name]
+if (plan === undefined) {
+  console.error(`unknown benchmark "${name}"; one of: ${Object.keys(PLANS).filter((p) => p !== 'default').join(', ')}`)
+  process.exit(2)
+}
+for (const [script, env = {}] of plan) {
+  const run = spawnSync(process.execPath, [script], { stdio: 'inherit', env: { ...process.env, ...env } })
+  if (run.status !== 0) process.exit(run.status ?? 1)
+}
