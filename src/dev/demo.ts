@@ -58,7 +58,7 @@ async function demo(): Promise<void> {
   const config = await loadConfigFile(process.env.SLUICE_CONFIG ?? 'config/demo.yaml', env)
   const logger = createLogger(config.log.level, pretty({ colorize: true, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: true }))
   const gateway = await startGateway(config, logger)
-  console.log(instructions(gateway.url))
+  process.stdout.write(`${instructions(gateway.url)}\n`)
 
   const stop = () => {
     void gateway

@@ -33,7 +33,7 @@ async function main(): Promise<void> {
       expectAuthorization: `Basic ${Buffer.from('api:demo-objects-password').toString('base64')}`,
     }),
   ]
-  console.log(JSON.stringify({ stand_ins: servers.map((s) => s.url) }))
+  process.stdout.write(`${JSON.stringify({ stand_ins: servers.map((s) => s.url) })}\n`)
   const stop = () => void Promise.all(servers.map((s) => s.close())).then(() => process.exit(0))
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)

@@ -20,14 +20,12 @@ export const redisAvailable = externalUrl !== undefined || serverInstalled
 
 /** `describe` for suites that need Redis: skipped loudly without one, failed with SLUICE_REQUIRE_REDIS=1. */
 export function describeWithRedis(name: string, body: () => void): void {
-  if (redisAvailable) {
-    describe(name, body)
-    return
+  if (!redisAvailable) {
+    const message = `Redis tests SKIPPED (${name}): no redis-server on PATH and no REDIS_URL`
+    if (required) throw new Error(`${message}, but SLUICE_REQUIRE_REDIS=1`)
+    console.error(`\n!!! ${message} !!!\n`)
   }
-  const message = `Redis tests SKIPPED (${name}): no redis-server on PATH and no REDIS_URL`
-  if (required) throw new Error(`${message}, but SLUICE_REQUIRE_REDIS=1`)
-  console.error(`\n!!! ${message} !!!\n`)
-  describe.skip(name, body)
+  describe.skipIf(!redisAvailable)(name, body)
 }
 
 export interface TestRedis {
