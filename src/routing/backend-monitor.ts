@@ -165,11 +165,15 @@ export class BackendMonitor {
     backend.shared = verdict
     const usable = this.#publish(route, backend)
     if (usable !== wasUsable) this.#logger.warn({ model: route.name, backend: backend.name, up: usable, shared: true }, usable ? 'backend up' : 'backend down')
-    if (verdict !== null && verdictLapsesAt(verdict) > now) {
-      this.#after(verdictLapsesAt(verdict) - now, () => {
-        if (backend.shared === verdict) this.#publish(route, backend)
-      })
-    }
+    if (verdict !== null) this.#recheckWhenLapsed(route, backend, verdict)
+  }
+
+  /** Publishes again once the verdict has lapsed (timers may fire a little early: check, and wait on if so). */
+  #recheckWhenLapsed(route: ModelRoute, backend: Backend, verdict: SharedVerdict): void {
+    const wait = verdictLapsesAt(verdict) - this.#clock.now()
+    if (backend.shared !== verdict) return
+    if (wait > 0) this.#after(wait + 1, () => this.#recheckWhenLapsed(route, backend, verdict))
+    else this.#publish(route, backend)
   }
 
   /** Sets the gauge; wakes the queue when the backend can take requests. */
