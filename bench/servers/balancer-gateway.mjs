@@ -6,30 +6,13 @@
 // backend's own queue, where the balancer's choice shows. Backends are
 // checked and their /metrics read every 250 ms, so least_loaded sees their
 // queues almost as they are.
-import { createHash } from 'node:crypto'
-import { stringify } from 'yaml'
-import { parseConfig } from '../../dist/config/load.js'
-import { createLogger } from '../../dist/logger.js'
-import { startGateway } from '../../dist/server.js'
+import { benchConfig, serveBenchGateway } from '../lib/bench-gateway.mjs'
 
-const TOKEN = 'bench-token'
 const [strategy, ...backendUrls] = process.argv.slice(2)
 if (backendUrls.length === 0) throw new Error('usage: balancer-gateway.mjs STRATEGY BACKEND_URL...')
 
-const config = parseConfig(
-  stringify({
-    server: { port: 0, shutdown_grace_ms: 1000 },
-    log: { level: 'warn' },
-    auth: {
-      keys: [
-        {
-          id: 'bench',
-          token_sha256: createHash('sha256').update(TOKEN).digest('hex'),
-          scopes: ['chat'],
-          limits: { requests_per_minute: 1e9, tokens_per_minute: 1e12, max_concurrency: 100000 },
-        },
-      ],
-    },
+await serveBenchGateway(
+  benchConfig({
     models: [
       {
         name: 'sim',
@@ -41,10 +24,4 @@ const config = parseConfig(
       },
     ],
   }),
-  process.env,
 )
-if (!config.ok) throw new Error(JSON.stringify(config.issues))
-
-const gateway = await startGateway(config.config, createLogger('warn'))
-console.log(JSON.stringify({ url: gateway.url }))
-process.once('SIGTERM', () => gateway.shutdown().then(() => process.exit(0)))

@@ -10,12 +10,8 @@
 import { createHash } from 'node:crypto'
 import { readdirSync, renameSync, writeFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
-import { stringify } from 'yaml'
-import { parseConfig } from '../../dist/config/load.js'
-import { createLogger } from '../../dist/logger.js'
-import { startGateway } from '../../dist/server.js'
+import { benchConfig, serveBenchGateway, UNSATURATED_LIMITS } from '../lib/bench-gateway.mjs'
 
-export const BENCH_TOKEN = 'bench-token'
 const [backendUrl, limitsMode = 'limits', redisUrl, keyPrefix = 'sluice-bench:'] = process.argv.slice(2)
 
 // Every script table in dist/state/lua/*-scripts.js (name → Lua source), by SHA.
@@ -43,20 +39,10 @@ process.on('SIGUSR2', () => {
   renameSync(`${file}.tmp`, file)
 })
 
-const limits = limitsMode === 'limits' ? { limits: { requests_per_minute: 1e9, tokens_per_minute: 1e12, max_concurrency: 100000 } } : {}
-const state = redisUrl === undefined ? {} : { state: { kind: 'redis', redis_url: redisUrl, key_prefix: keyPrefix } }
-const config = parseConfig(
-  stringify({
-    server: { port: 0, shutdown_grace_ms: 1000 },
-    log: { level: 'warn' },
-    ...state,
-    auth: { keys: [{ id: 'bench', token_sha256: createHash('sha256').update(BENCH_TOKEN).digest('hex'), scopes: ['chat'], ...limits }] },
+await serveBenchGateway(
+  benchConfig({
+    limits: limitsMode === 'limits' ? UNSATURATED_LIMITS : null,
+    state: redisUrl === undefined ? undefined : { kind: 'redis', redis_url: redisUrl, key_prefix: keyPrefix },
     models: [{ name: 'bench', max_concurrency_per_backend: 4096, queue: { max_size: 100000 }, backends: [{ url: backendUrl, name: 'b1' }] }],
   }),
-  process.env,
 )
-if (!config.ok) throw new Error(JSON.stringify(config.issues))
-
-const gateway = await startGateway(config.config, createLogger('warn'))
-console.log(JSON.stringify({ url: gateway.url }))
-process.once('SIGTERM', () => gateway.shutdown().then(() => process.exit(0)))
