@@ -8,7 +8,8 @@ import type { EventEmitter } from 'node:events'
 import type { ServerResponse } from 'node:http'
 import { jsonInvalid, notAnObject, requireStrings, validationBody, wrongType, type ValidationIssue } from './fastapi-validation.js'
 import { defaultObjects, findVersion, storedObject, type ReadOptions, type SeedObject } from './object-versions.js'
-import { isRecord, parseJsonBody, RecordingServer, splitTarget, type RecordedRequest } from './recording-server.js'
+import { isRecord, parseJsonBody, splitTarget, type RecordedRequest } from './recording-server.js'
+import { RecordingStandIn } from './recording-stand-in.js'
 import { sendJson } from './stand-in-replies.js'
 
 export type { RecordedRequest } from './recording-server.js'
@@ -55,38 +56,11 @@ interface ReadRequest extends ReadOptions {
 
 type ReadParse = { ok: true; read: ReadRequest } | { ok: false; issues: ValidationIssue[] }
 
-class ObjectStoreStandInServer implements ObjectStoreStandIn {
-  options: ObjectStoreStandInOptions
-  readonly #base: RecordingServer
+class ObjectStoreStandInServer extends RecordingStandIn<ObjectStoreStandInOptions> implements ObjectStoreStandIn {
   /** Used while options.objects is unset; one copy per server, so the objects stay the same between reads. */
   readonly #defaultObjects = defaultObjects()
 
-  constructor(options: ObjectStoreStandInOptions) {
-    this.options = options
-    this.#base = new RecordingServer((request, res) => this.#route(request, res))
-  }
-
-  get url(): string {
-    return this.#base.url
-  }
-
-  get received(): RecordedRequest[] {
-    return this.#base.received
-  }
-
-  get events(): EventEmitter {
-    return this.#base.events
-  }
-
-  listen(): Promise<void> {
-    return this.#base.listen(this.options.host, this.options.port)
-  }
-
-  close(): Promise<void> {
-    return this.#base.close()
-  }
-
-  #route(request: RecordedRequest, res: ServerResponse): void {
+  protected route(request: RecordedRequest, res: ServerResponse): void {
     if (splitTarget(request.url).path !== READ_PATH) return sendJson(res, 404, { reason: 'Not Found' })
     if (request.method !== 'POST') {
       res.setHeader('allow', 'POST')

@@ -9,7 +9,8 @@ import type { EventEmitter } from 'node:events'
 import type { ServerResponse } from 'node:http'
 import { checkpointPage, parsePageQuery, seededCheckpoints } from './checkpoint-pages.js'
 import { jsonInvalid, missing, notAnObject, requireStrings, validationBody, wrongType, type ValidationIssue } from './fastapi-validation.js'
-import { isRecord, parseJsonBody, RecordingServer, splitTarget, type RecordedRequest } from './recording-server.js'
+import { isRecord, parseJsonBody, splitTarget, type RecordedRequest } from './recording-server.js'
+import { RecordingStandIn } from './recording-stand-in.js'
 import { sendJson } from './stand-in-replies.js'
 
 export type { RecordedRequest } from './recording-server.js'
@@ -62,37 +63,10 @@ const CHECKPOINTS_PATH = /^\/v1\/preview\/models\/([^/]+)\/checkpoints$/
 
 type Route = { kind: 'create-job'; method: 'POST' } | { kind: 'list-checkpoints'; method: 'GET'; modelId: string }
 
-class TrainingStandInServer implements TrainingStandIn {
+class TrainingStandInServer extends RecordingStandIn<TrainingStandInOptions> implements TrainingStandIn {
   readonly jobs: TrainingJob[] = []
-  options: TrainingStandInOptions
-  readonly #base: RecordingServer
 
-  constructor(options: TrainingStandInOptions) {
-    this.options = options
-    this.#base = new RecordingServer((request, res) => this.#route(request, res))
-  }
-
-  get url(): string {
-    return this.#base.url
-  }
-
-  get received(): RecordedRequest[] {
-    return this.#base.received
-  }
-
-  get events(): EventEmitter {
-    return this.#base.events
-  }
-
-  listen(): Promise<void> {
-    return this.#base.listen(this.options.host, this.options.port)
-  }
-
-  close(): Promise<void> {
-    return this.#base.close()
-  }
-
-  #route(request: RecordedRequest, res: ServerResponse): void {
+  protected route(request: RecordedRequest, res: ServerResponse): void {
     const { path, query } = splitTarget(request.url)
     const route = routeOf(path)
     if (route === null) return sendJson(res, 404, { detail: 'Not Found' })
