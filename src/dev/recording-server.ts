@@ -6,7 +6,7 @@
  */
 import { EventEmitter } from 'node:events'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { closeForcefully, listenOn } from './server-lifecycle.js'
 
 export interface RecordedRequest {
   method: string
@@ -42,24 +42,13 @@ export class RecordingServer {
     return this.#url
   }
 
-  listen(host = '127.0.0.1', port = 0): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.#server.once('error', reject)
-      this.#server.listen(port, host, () => {
-        this.#server.off('error', reject)
-        const address = this.#server.address() as AddressInfo
-        this.#url = `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`
-        resolve()
-      })
-    })
+  async listen(host = '127.0.0.1', port = 0): Promise<void> {
+    this.#url = await listenOn(this.#server, host, port)
   }
 
   /** Idempotent, and destroys open sockets so a hanging request never holds a test up. */
   close(): Promise<void> {
-    this.#closing ??= new Promise((resolve, reject) => {
-      this.#server.close((error) => (error ? reject(error) : resolve()))
-      this.#server.closeAllConnections()
-    })
+    this.#closing ??= closeForcefully(this.#server)
     return this.#closing
   }
 

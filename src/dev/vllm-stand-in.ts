@@ -6,7 +6,6 @@
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { completionBody, planAnswer, streamFrames, type AnswerPlan, type SseFrame } from './chat-answer.js'
 import {
   errorBody,
@@ -16,6 +15,7 @@ import {
   sendJson,
   UNAUTHORIZED_BODY,
 } from './stand-in-replies.js'
+import { closeForcefully, listenOn } from './server-lifecycle.js'
 
 export interface StandInOptions {
   /** Completion tokens per answer (default 8). */
@@ -130,25 +130,13 @@ class StandInServer implements VllmStandIn {
     return this.#held.filter((e) => !e.res.destroyed).length
   }
 
-  listen(): Promise<void> {
-    const host = this.options.host ?? '127.0.0.1'
-    return new Promise((resolve, reject) => {
-      this.#server.once('error', reject)
-      this.#server.listen(this.options.port ?? 0, host, () => {
-        this.#server.off('error', reject)
-        const { port } = this.#server.address() as AddressInfo
-        this.#url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
-        resolve()
-      })
-    })
+  async listen(): Promise<void> {
+    this.#url = await listenOn(this.#server, this.options.host ?? '127.0.0.1', this.options.port ?? 0)
   }
 
   /** Idempotent, and destroys open sockets so a hanging request never holds a test up. */
   close(): Promise<void> {
-    this.#closing ??= new Promise((resolve, reject) => {
-      this.#server.close((error) => (error ? reject(error) : resolve()))
-      this.#server.closeAllConnections()
-    })
+    this.#closing ??= closeForcefully(this.#server)
     return this.#closing
   }
 

@@ -1,22 +1,11 @@
 import { describe, it, expect, expectTypeOf } from 'vitest'
 import type { BALANCERS } from '../../src/config/schema.js'
-import type { BackendStats, Rng } from '../../src/routing/balancers/balancer.js'
+import type { BackendStats } from '../../src/routing/balancers/balancer.js'
 import { pickLeastLoaded } from '../../src/routing/balancers/least-loaded.js'
 import { pickBackend, type BalanceStrategy } from '../../src/routing/balancers/pick.js'
 import { affinityKey, rankByAffinity } from '../../src/routing/balancers/prefix-affinity.js'
 import { pickSmoothWeighted } from '../../src/routing/balancers/round-robin.js'
-
-/** mulberry32: a small seeded PRNG. */
-function seeded(seed: number): Rng {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+import { seeded } from '../support/seeded-random.js'
 
 const CANDIDATES = [
   { name: 'a', weight: 2 },

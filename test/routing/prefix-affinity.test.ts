@@ -2,18 +2,7 @@ import { describe, it, expect } from 'vitest'
 import type { BackendStats, BalancerCandidate, Rng } from '../../src/routing/balancers/balancer.js'
 import { pickLeastLoaded } from '../../src/routing/balancers/least-loaded.js'
 import { affinityKey, pickPrefixAffine, rankByAffinity } from '../../src/routing/balancers/prefix-affinity.js'
-
-/** mulberry32: a small seeded PRNG, so the keys and draws are the same on every run. */
-function seeded(seed: number): Rng {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+import { seeded } from '../support/seeded-random.js'
 
 const noRng: Rng = () => {
   throw new Error('rng must not be called when a key decides')
