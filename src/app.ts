@@ -58,6 +58,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     frameworkErrors: (error, request, reply) => {
       request.facts = newRequestFacts('unknown', request.id)
       recordOnClose(ctx.metrics, request, reply)
+      reply.header('x-request-id', request.id)
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
       const refusal = tooLong
         ? new GatewayError('uri_too_long', 'A path segment is longer than this gateway accepts.')
@@ -67,17 +68,18 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   })
 
   app.decorateRequest('facts', null as unknown as RequestFacts)
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks, not async ones: no promise per request on the hot path.
+  app.addHook('onRequest', (request, reply, done) => {
     request.facts = newRequestFacts(request.routeOptions.config.family ?? 'unknown', request.id)
     recordOnClose(ctx.metrics, request, reply)
+    // Every answer names its request; the chat route replaces it when the body chose the id.
+    reply.header('x-request-id', request.id)
     if (draining && request.facts.route !== 'service') {
       reply.header('connection', 'close')
-      throw new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.')
+      done(new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.'))
+      return
     }
-  })
-  app.addHook('onSend', async (request, reply, payload) => {
-    if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.facts.requestId)
-    return payload
+    done()
   })
   registerJsonBodyParser(app)
   app.setErrorHandler(errorHandler)

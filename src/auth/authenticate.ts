@@ -30,11 +30,8 @@ export function duplicateCredentials(requirement: AuthRequirement): GatewayError
   return unauthorized(requirement, 'invalid_credentials', 'Send exactly one Authorization header.')
 }
 
-export async function authenticate(
-  header: string | undefined,
-  requirement: AuthRequirement,
-  authenticators: Authenticators,
-): Promise<Principal> {
+/** Synchronous for Bearer keys (the hot path); a promise for Basic (scrypt is asynchronous). */
+export function authenticate(header: string | undefined, requirement: AuthRequirement, authenticators: Authenticators): Principal | Promise<Principal> {
   const parsed = parseAuthorization(header)
   const expected = requirement.scheme === 'bearer' ? 'Bearer' : 'Basic'
   if (header === undefined || header.trim() === '') {
@@ -46,7 +43,11 @@ export async function authenticate(
   if (parsed.scheme !== requirement.scheme) {
     throw unauthorized(requirement, 'wrong_auth_scheme', `This route takes ${expected} credentials, not ${parsed.scheme}.`)
   }
-  const principal = requirement.scheme === 'bearer' ? findKey(parsed.credentials, authenticators) : await findUser(parsed.credentials, authenticators)
+  if (requirement.scheme === 'bearer') return admitted(findKey(parsed.credentials, authenticators), requirement)
+  return findUser(parsed.credentials, authenticators).then((principal) => admitted(principal, requirement))
+}
+
+function admitted(principal: Principal | null, requirement: AuthRequirement): Principal {
   if (principal === null) {
     throw unauthorized(requirement, 'invalid_credentials', requirement.scheme === 'bearer' ? 'Invalid API key.' : 'Invalid username or password.')
   }

@@ -4,7 +4,7 @@
  * with no early exit, so timing tells nothing about which bytes matched or
  * which key came close.
  */
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { hash, timingSafeEqual } from 'node:crypto'
 import type { ApiKey } from '../config/schema.js'
 
 interface StoredKey {
@@ -31,6 +31,7 @@ export class BearerKeyring {
   }
 }
 
+/** One-shot `crypto.hash` (Node ≥ 20.12): no Hash object per request, as `createHash` needs. */
 export function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest()
+  return hash('sha256', text, 'buffer')
 }

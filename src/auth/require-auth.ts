@@ -4,15 +4,37 @@
  * front might read the last, so a request carrying more than one is refused
  * rather than have the two disagree about who is calling.
  */
-import type { onRequestAsyncHookHandler } from 'fastify'
+import type { onRequestHookHandler } from 'fastify'
 import type { Authenticators } from './authenticate.js'
 import { authenticate, duplicateCredentials } from './authenticate.js'
-import type { AuthRequirement } from './principal.js'
+import type { AuthRequirement, Principal } from './principal.js'
 
-export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement): onRequestAsyncHookHandler {
-  return async (request) => {
-    if (countAuthorizationHeaders(request.raw.rawHeaders) > 1) throw duplicateCredentials(requirement)
-    request.facts.principal = await authenticate(request.headers.authorization, requirement, authenticators)
+export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement): onRequestHookHandler {
+  // Callback style: a Bearer check is synchronous, so no promise is made for it.
+  return (request, _reply, done) => {
+    if (countAuthorizationHeaders(request.raw.rawHeaders) > 1) {
+      done(duplicateCredentials(requirement))
+      return
+    }
+    let outcome: Principal | Promise<Principal>
+    try {
+      outcome = authenticate(request.headers.authorization, requirement, authenticators)
+    } catch (error) {
+      done(error as Error)
+      return
+    }
+    if (!(outcome instanceof Promise)) {
+      request.facts.principal = outcome
+      done()
+      return
+    }
+    outcome.then(
+      (principal) => {
+        request.facts.principal = principal
+        done()
+      },
+      (error: unknown) => done(error as Error),
+    )
   }
 }
 

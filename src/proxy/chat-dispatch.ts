@@ -7,20 +7,21 @@
  * invisible to it; the request body is the same string each time. A
  * backend's 4xx (and other 5xx) answers are the client's answer, not retried.
  */
-import type { Dispatcher } from 'undici'
 import { GatewayError } from '../errors/gateway-error.js'
 import { classifyUpstreamFailure, isRetryable, upstreamError, type UpstreamFailureReason } from '../errors/upstream-errors.js'
 import type { Backend } from '../routing/backend.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import type { ModelSlots, SlotLease } from '../state/store.js'
 import type { HeaderMap } from './headers.js'
+import { UpstreamCall, type UpstreamHeaders } from './upstream-call.js'
 
 export interface ChatAnswer {
   readonly lease: SlotLease
   readonly backend: Backend
   readonly statusCode: number
-  readonly headers: Record<string, string | string[] | undefined>
-  readonly body: Dispatcher.ResponseData['body']
+  readonly headers: UpstreamHeaders
+  /** The exchange, for its body (not yet read) and for abort. */
+  readonly call: UpstreamCall
   /** Attempts that failed before this one. */
   readonly retries: number
 }
@@ -40,7 +41,10 @@ export interface ChatDispatch {
   readonly priority: number
   readonly payload: string
   readonly headers: HeaderMap
+  /** Aborted when the client goes away: leaves the queue. */
   readonly signal: AbortSignal
+  /** Called with each exchange started, so the caller can abort it when the client leaves. */
+  readonly onCall: (call: UpstreamCall) => void
   readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void
   readonly onSuccess: (backend: Backend) => void
 }
@@ -54,10 +58,13 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
   for (let attempt = 0; ; attempt++) {
     const backend = route.backend(lease.backend)
     tried.add(backend.name)
-    let response: Dispatcher.ResponseData
+    let call: UpstreamCall
+    let response: Awaited<UpstreamCall['head']>
     try {
       signal.throwIfAborted()
-      response = await backend.pool.request({ path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload, signal })
+      call = new UpstreamCall(backend.pool, { path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload })
+      job.onCall(call)
+      response = await call.head
     } catch (error) {
       lease.release()
       if (signal.aborted) throw error
@@ -71,8 +78,8 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     if (response.statusCode >= 500) job.onFailure(backend, 'status_5xx')
     else job.onSuccess(backend)
     const next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null
-    if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, body: response.body, retries: attempt }
-    await response.body.dump().catch(() => undefined)
+    if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call, retries: attempt }
+    await call.discard()
     lease.release()
     lease = next
   }

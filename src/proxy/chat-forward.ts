@@ -15,9 +15,10 @@ import type { KeyTicket, ModelSlots } from '../state/store.js'
 import type { BackendStats } from '../routing/balancers/balancer.js'
 import { dispatchChat, type AttemptOutcome, type ChatAnswer } from './chat-dispatch.js'
 import type { PassiveFailure } from '../routing/health-state.js'
-import { forwardedRequestHeaders, responseHeadersFromUpstream } from './headers.js'
-import { relaySse } from './sse-relay.js'
+import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
+import { SseRelay } from './sse-relay.js'
 import { usageOfJsonBody, type TokenUsage } from './stream-usage.js'
+import type { UpstreamCall } from './upstream-call.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -33,8 +34,11 @@ export interface ChatForward {
 
 export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward): Promise<FastifyReply> {
   const client = new AbortController()
+  let call: UpstreamCall | null = null
   reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) client.abort()
+    if (reply.raw.writableFinished) return
+    client.abort()
+    call?.abort(client.signal.reason as Error)
   })
   let answer: ChatAnswer
   try {
@@ -42,11 +46,14 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     answer = await dispatchChat({
       route: job.route,
       slots,
-      choose: (names) => job.route.choose(names, { affinityKey: job.affinityKey }, backendStats(ctx, job.route, slots, names), ctx.random),
+      choose: (names) => (names.length === 1 ? names[0]! : job.route.choose(names, { affinityKey: job.affinityKey }, backendStats(ctx, job.route, slots, names), ctx.random)),
       priority: job.priority,
       payload: JSON.stringify(job.upstreamBody),
       headers: { ...forwardedRequestHeaders(request.headers), 'content-type': 'application/json', 'x-request-id': job.requestId },
       signal: client.signal,
+      onCall: (started) => {
+        call = started
+      },
       now: () => ctx.clock.now(),
       onFailure: (backend, outcome) => {
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason: outcome })
@@ -66,30 +73,13 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   const responseHeaders = { ...responseHeadersFromUpstream(answer.headers), 'x-request-id': job.requestId }
 
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
-    const stream = relaySse(answer.body, {
-      clientGone: () => client.signal.aborted,
-      stripInjectedUsage: job.stripInjectedUsage,
-      onUsage: settle,
-      onFirstContent: () => {
-        request.facts.ttftMs = reply.elapsedTime
-        ctx.metrics.timeToFirstToken.observe({ model: job.route.name }, reply.elapsedTime / 1000)
-      },
-      onUpstreamError: (error) => {
-        const failure = upstreamError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
-        ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason: 'mid_stream' })
-        ctx.monitor.reportFailure(job.route, answer.backend, 'status')
-        request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
-        request.facts.errorCode = failure.code
-        return failure.toBody()
-      },
-    })
-    stream.once('close', () => settle(null))
-    return reply.code(200).headers({ ...responseHeaders, 'x-accel-buffering': 'no' }).send(stream)
+    relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
+    return reply
   }
 
   let body: Buffer
   try {
-    body = Buffer.from(await answer.body.arrayBuffer())
+    body = await answer.call.readAll()
   } catch (error) {
     settle(null)
     if (client.signal.aborted) return reply.hijack()
@@ -110,6 +100,49 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
   }
   return reply.code(answer.statusCode).headers(responseHeaders).send(body)
+}
+
+/**
+ * Writes an event stream to the client's socket as the backend sends it.
+ * The reply is taken over from fastify (no stream object in between): the
+ * client's backpressure pauses the backend, and its leaving aborts it.
+ */
+function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward, answer: ChatAnswer, settle: (usage: TokenUsage | null) => void, headers: HeaderMap): void {
+  const res = reply.raw
+  const relay = new SseRelay(job.stripInjectedUsage)
+  const model = job.route.name
+  reply.hijack()
+  res.writeHead(200, { ...headers, 'x-accel-buffering': 'no' })
+  res.on('drain', () => answer.call.resume())
+  res.once('close', () => settle(relay.usage))
+  answer.call.consume({
+    data: (chunk) => {
+      const { out, firstContent } = relay.push(chunk)
+      if (firstContent) {
+        request.facts.ttftMs = reply.elapsedTime
+        ctx.metrics.timeToFirstToken.observe({ model }, reply.elapsedTime / 1000)
+      }
+      return out === null || res.write(out)
+    },
+    end: () => {
+      settle(relay.usage)
+      const rest = relay.end()
+      if (rest === null) res.end()
+      else res.end(rest)
+    },
+    error: (error) => {
+      settle(relay.usage)
+      if (answer.call.aborted) return
+      const failure = upstreamError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
+      ctx.metrics.upstreamErrors.inc({ model, backend: answer.backend.name, reason: 'mid_stream' })
+      ctx.monitor.reportFailure(job.route, answer.backend, 'status')
+      request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
+      request.facts.errorCode = failure.code
+      res.end(SseRelay.failure(failure.toBody()))
+    },
+  })
+  // The backend sent its headers but no whole event yet: the client hears of the stream now.
+  if (!res.headersSent && !res.writableEnded) res.flushHeaders()
 }
 
 /**

@@ -25,19 +25,27 @@ const FORWARDED_REQUEST_HEADERS = ['accept', 'user-agent', 'traceparent', 'trace
 export type HeaderMap = Record<string, string | string[]>
 
 export function responseHeadersFromUpstream(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): HeaderMap {
-  const connectionListed = new Set(
-    String(headers.connection ?? '')
+  const connectionListed = headers.connection === undefined ? null : listedInConnection(headers.connection)
+  const out: HeaderMap = {}
+  // Names arrive lower-cased from node:http and undici alike; for-in over a
+  // plain object, not Object.entries, as this runs for every answer.
+  for (const name in headers) {
+    const value = headers[name]
+    const lower = name.toLowerCase()
+    if (value === undefined || HOP_BY_HOP.has(lower) || connectionListed?.has(lower) === true) continue
+    out[lower] = value
+  }
+  return out
+}
+
+/** Header names the `Connection` header declares hop-by-hop (RFC 9110 §7.6.1). */
+function listedInConnection(value: string | string[]): Set<string> {
+  return new Set(
+    String(value)
       .split(',')
       .map((h) => h.trim().toLowerCase())
       .filter((h) => h !== ''),
   )
-  const out: HeaderMap = {}
-  for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase()
-    if (value === undefined || HOP_BY_HOP.has(lower) || connectionListed.has(lower)) continue
-    out[lower] = value
-  }
-  return out
 }
 
 export function forwardedRequestHeaders(client: IncomingHttpHeaders): HeaderMap {

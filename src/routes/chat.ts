@@ -36,6 +36,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
 
   const requestId = resolveRequestId(ctx, request, body)
   request.facts.requestId = requestId
+  reply.header('x-request-id', requestId)
   const { body: upstreamBody, injected } = withStreamUsage(normalizeChat(body, route.settings.served_name, requestId))
   const priority = body.priority ?? 0
   const affinity = route.settings.balance === 'prefix_affinity' ? affinityKey(body) : null

@@ -248,3 +248,53 @@ describe('connections of clients that went away', () => {
     expect(gw.openConnections()).toBe(0)
   })
 })
+
+describe('a client that reads slowly', () => {
+  it('holds the backend back instead of buffering its stream, and loses no byte once the client reads', async () => {
+    const event = `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${'x'.repeat(4000)}"}}]}\n\n`
+    const events = 8000 // ~32 MB, far more than socket buffers hold
+    let blocked!: () => void
+    const backendBlocked = new Promise<void>((resolve) => (blocked = resolve))
+    let written = 0
+    const backend = createServer((req, res) => {
+      // Health probes get a plain answer; only the chat request streams.
+      if (req.url !== '/v1/chat/completions') return res.end()
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const pump = () => {
+        while (written < events) {
+          written++
+          if (!res.write(event)) {
+            blocked()
+            res.once('drain', pump)
+            return
+          }
+        }
+        res.end('data: [DONE]\n\n')
+      }
+      pump()
+    })
+    backend.listen(0, '127.0.0.1')
+    await once(backend, 'listening')
+    cleanups.push(() => new Promise((resolve) => backend.close(resolve)))
+    const gw = await gateway({ backends: [{ url: `http://127.0.0.1:${(backend.address() as AddressInfo).port}` }] })
+
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages, stream: true, stream_options: { include_usage: true } }),
+    })
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    // The client reads nothing more: the backend must be told to wait.
+    await backendBlocked
+    expect(written).toBeLessThan(events / 2)
+    let bytes = 0
+    let tail = ''
+    for (let part = await reader.read(); !part.done; part = await reader.read()) {
+      bytes += part.value.length
+      tail = (tail + Buffer.from(part.value).toString()).slice(-100)
+    }
+    expect(bytes).toBe(Buffer.byteLength(event) * events + 'data: [DONE]\n\n'.length)
+    expect(tail.endsWith('"}}]}\n\ndata: [DONE]\n\n')).toBe(true)
+  })
+})

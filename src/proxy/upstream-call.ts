@@ -1,0 +1,138 @@
+/**
+ * One HTTP exchange with a backend through undici's `dispatch` handler API.
+ *
+ * Why not `pool.request`: it builds a Readable for every answer body, an
+ * AbortSignal listener and a chain of promises per chunk, and those showed
+ * up in the hot path's CPU profile (bench/proxy-overhead.mjs). Here the
+ * body's chunks go straight to whoever consumes them — a buffer for a JSON
+ * answer, the client's socket for a stream — with pause/resume carrying the
+ * client's backpressure to the backend, and `abort` for a client that left.
+ */
+import type { Dispatcher } from 'undici'
+
+export type UpstreamHeaders = Record<string, string | string[] | undefined>
+
+export interface UpstreamHead {
+  readonly statusCode: number
+  readonly headers: UpstreamHeaders
+}
+
+/** Where an answer body goes. `data` returns false to pause the backend until `resume()`. */
+export interface BodySink {
+  data(chunk: Buffer): boolean
+  end(): void
+  error(error: Error): void
+}
+
+type BodyEvent = { readonly kind: 'end' } | { readonly kind: 'error'; readonly error: Error }
+
+export class UpstreamCall implements Dispatcher.DispatchHandler {
+  /** Settles when the answer's status and headers are in, or the exchange failed before them. */
+  readonly head: Promise<UpstreamHead>
+  #resolveHead!: (head: UpstreamHead) => void
+  #rejectHead!: (error: Error) => void
+  #headSettled = false
+  #controller: Dispatcher.DispatchController | null = null
+  #abortReason: Error | null = null
+  #sink: BodySink | null = null
+  /** Chunks (and the end) that arrived before a sink was attached. */
+  #early: Buffer[] = []
+  #finished: BodyEvent | null = null
+
+  constructor(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions) {
+    this.head = new Promise<UpstreamHead>((resolve, reject) => {
+      this.#resolveHead = resolve
+      this.#rejectHead = reject
+    })
+    dispatcher.dispatch(options, this)
+  }
+
+  /** Stops the exchange (the client went away); a pending `head` rejects with `reason`. */
+  abort(reason: Error): void {
+    if (this.#abortReason !== null) return
+    this.#abortReason = reason
+    if (this.#controller !== null) {
+      this.#controller.abort(reason)
+      return
+    }
+    // Still queued for a connection: undici hands over the controller only
+    // when a connection frees, so the caller hears now and the request is
+    // aborted the moment it would have started.
+    this.#failHead(reason)
+  }
+
+  get aborted(): boolean {
+    return this.#abortReason !== null
+  }
+
+  resume(): void {
+    this.#controller?.resume()
+  }
+
+  /** Sends the body (chunks already received first) to `sink`. */
+  consume(sink: BodySink): void {
+    this.#sink = sink
+    const early = this.#early
+    this.#early = []
+    for (const chunk of early) if (!sink.data(chunk)) this.#controller?.pause()
+    if (this.#finished?.kind === 'end') sink.end()
+    else if (this.#finished?.kind === 'error') sink.error(this.#finished.error)
+  }
+
+  /** The whole body in one buffer. */
+  readAll(): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = []
+      this.consume({
+        data: (chunk) => chunks.push(chunk) > 0,
+        end: () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)),
+        error: reject,
+      })
+    })
+  }
+
+  /** Reads the body to its end and drops it, so the connection can be reused. */
+  discard(): Promise<void> {
+    return this.readAll().then(
+      () => undefined,
+      () => undefined,
+    )
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller
+    if (this.#abortReason !== null) controller.abort(this.#abortReason)
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
+    this.#headSettled = true
+    this.#resolveHead({ statusCode, headers })
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#sink === null) this.#early.push(chunk)
+    else if (!this.#sink.data(chunk)) controller.pause()
+  }
+
+  onResponseEnd(): void {
+    this.#finished = { kind: 'end' }
+    this.#sink?.end()
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.#failHead(error)) return
+    if (this.#finished !== null) return
+    this.#finished = { kind: 'error', error }
+    this.#sink?.error(error)
+  }
+
+  /** Rejects `head` if it is still pending; false when it had settled already. */
+  #failHead(error: Error): boolean {
+    if (this.#headSettled) return false
+    this.#headSettled = true
+    // The body will never come: a later error of the same call is not news.
+    this.#finished = { kind: 'error', error }
+    this.#rejectHead(error)
+    return true
+  }
+}

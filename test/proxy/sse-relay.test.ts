@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest'
+import { GatewayError } from '../../src/errors/gateway-error.js'
+import { SseRelay } from '../../src/proxy/sse-relay.js'
+
+const header = '"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m"'
+const roleChunk = `data: {${header},"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}\n\n`
+const tokenChunk = (text: string) => `data: {${header},"choices":[{"index":0,"delta":{"content":"${text}"}}],"usage":null}\n\n`
+const usageChunk = `data: {${header},"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\n`
+const done = 'data: [DONE]\n\n'
+const STREAM = roleChunk + tokenChunk('a') + tokenChunk('b') + usageChunk + done
+
+/** Feeds `stream` cut at `cuts`, gathering what the client would get. */
+function relayAll(stream: string, cuts: readonly number[], strip: boolean): { sent: string; firstContentAt: number[]; relay: SseRelay } {
+  const relay = new SseRelay(strip)
+  const bytes = Buffer.from(stream, 'utf8')
+  const sent: Buffer[] = []
+  const firstContentAt: number[] = []
+  let from = 0
+  for (const [index, cut] of [...cuts, bytes.length].entries()) {
+    const { out, firstContent } = relay.push(bytes.subarray(from, cut))
+    if (out !== null) sent.push(out)
+    if (firstContent) firstContentAt.push(index)
+    from = cut
+  }
+  const rest = relay.end()
+  if (rest !== null) sent.push(rest)
+  return { sent: Buffer.concat(sent).toString('utf8'), firstContentAt, relay }
+}
+
+describe('SseRelay', () => {
+  it('passes a stream the client asked usage for through byte for byte, however it is cut', () => {
+    const bytes = Buffer.byteLength(STREAM)
+    for (let cut = 0; cut <= bytes; cut += 7) {
+      const { sent, relay } = relayAll(STREAM, [cut], false)
+      expect(sent, `cut at ${cut}`).toBe(STREAM)
+      expect(relay.usage).toEqual({ prompt: 4, completion: 2 })
+    }
+  })
+
+  it('hides what injected usage added: the usage-only chunk and the "usage":null members', () => {
+    const { sent, relay } = relayAll(STREAM, [50, 200], true)
+    expect(sent).toBe(roleChunk.replace(',"usage":null', '') + tokenChunk('a').replace(',"usage":null', '') + tokenChunk('b').replace(',"usage":null', '') + done)
+    expect(relay.usage).toEqual({ prompt: 4, completion: 2 })
+  })
+
+  it('reports the first generated output once, in the chunk that completes it (not the role chunk)', () => {
+    const roleEnd = Buffer.byteLength(roleChunk)
+    const { firstContentAt } = relayAll(STREAM, [roleEnd, roleEnd + 10, roleEnd + Buffer.byteLength(tokenChunk('a'))], false)
+    // Chunk 0 is the role chunk; the first token's event completes in chunk 2.
+    expect(firstContentAt).toEqual([2])
+  })
+
+  it('sends nothing for a chunk that completes no event, and the unfinished tail at a clean end', () => {
+    const relay = new SseRelay(false)
+    expect(relay.push(Buffer.from('data: {"choi')).out).toBeNull()
+    expect(relay.end()?.toString()).toBe('data: {"choi')
+  })
+
+  it('closes a failed stream with an error event and [DONE]', () => {
+    const body = new GatewayError('upstream_bad_response', 'Upstream backend "b1" closed the connection before answering.').toBody()
+    const text = SseRelay.failure(body).toString('utf8')
+    expect(text).toBe(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`)
+  })
+})
