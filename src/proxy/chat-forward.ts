@@ -49,7 +49,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       choose: (names) => (names.length === 1 ? names[0]! : job.route.choose(names, { affinityKey: job.affinityKey }, backendStats(ctx, job.route, slots, names), ctx.random)),
       priority: job.priority,
       payload: JSON.stringify(job.upstreamBody),
-      headers: { ...forwardedRequestHeaders(request.headers), 'content-type': 'application/json', 'x-request-id': job.requestId },
+      headers: upstreamRequestHeaders(request, job.requestId),
       signal: client.signal,
       onCall: (started) => {
         call = started
@@ -70,7 +70,9 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   request.facts.retries = answer.retries
   request.facts.queueWaitMs = answer.lease.waitedMs
   const settle = settlement(ctx, request, job, answer)
-  const responseHeaders = { ...responseHeadersFromUpstream(answer.headers), 'x-request-id': job.requestId }
+  // Added to the fresh map rather than spread into a new one: a spread that overrides keys is V8's slow path.
+  const responseHeaders = responseHeadersFromUpstream(answer.headers)
+  responseHeaders['x-request-id'] = job.requestId
 
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
     relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
@@ -112,7 +114,8 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   const relay = new SseRelay(job.stripInjectedUsage)
   const model = job.route.name
   reply.hijack()
-  res.writeHead(200, { ...headers, 'x-accel-buffering': 'no' })
+  headers['x-accel-buffering'] = 'no'
+  res.writeHead(200, headers)
   res.on('drain', () => answer.call.resume())
   res.once('close', () => settle(relay.usage))
   answer.call.consume({
@@ -143,6 +146,13 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   })
   // The backend sent its headers but no whole event yet: the client hears of the stream now.
   if (!res.headersSent && !res.writableEnded) res.flushHeaders()
+}
+
+function upstreamRequestHeaders(request: FastifyRequest, requestId: string): HeaderMap {
+  const headers = forwardedRequestHeaders(request.headers)
+  headers['content-type'] = 'application/json'
+  headers['x-request-id'] = requestId
+  return headers
 }
 
 /**

@@ -38,8 +38,10 @@ export function responseHeadersFromUpstream(headers: IncomingHttpHeaders | Recor
   return out
 }
 
-/** Header names the `Connection` header declares hop-by-hop (RFC 9110 §7.6.1). */
-function listedInConnection(value: string | string[]): Set<string> {
+/** Header names the `Connection` header declares hop-by-hop (RFC 9110 §7.6.1); null for none. */
+function listedInConnection(value: string | string[]): Set<string> | null {
+  // The usual values name no header: no Set for them.
+  if (value === 'keep-alive' || value === 'close') return null
   return new Set(
     String(value)
       .split(',')
@@ -48,6 +50,7 @@ function listedInConnection(value: string | string[]): Set<string> {
   )
 }
 
+/** A fresh map the caller may add its own headers to. */
 export function forwardedRequestHeaders(client: IncomingHttpHeaders): HeaderMap {
   const out: HeaderMap = {}
   for (const name of FORWARDED_REQUEST_HEADERS) {

@@ -45,9 +45,20 @@ export interface EventVerdict {
   readonly usage: TokenUsage | null
 }
 
-/** Looks at one whole SSE event. Cheap for the common case: no `"usage":` in it. */
+const NULL_CLOSE = Buffer.from('null}')
+const COMMA = 0x2c
+const LF = 0x0a
+
+/** Looks at one whole SSE event. Cheap for the common cases: no `"usage":` in it, or a trailing `"usage":null`. */
 export function inspectEvent(event: Buffer, stripInjectedUsage: boolean): EventVerdict {
-  if (event.indexOf(USAGE_KEY) < 0) return { forward: event, usage: null }
+  const at = event.indexOf(USAGE_KEY)
+  if (at < 0) return { forward: event, usage: null }
+  const nullUsageEnd = trailingNullUsageEnd(event, at)
+  if (nullUsageEnd >= 0) {
+    // Every chunk of a stream with include_usage ends so: no JSON parse for it.
+    if (!stripInjectedUsage) return { forward: event, usage: null }
+    return { forward: Buffer.concat([event.subarray(0, at - 1), event.subarray(nullUsageEnd)]), usage: null }
+  }
   const text = event.toString('utf8')
   const data = dataOf(text)
   let parsed: unknown
@@ -62,6 +73,23 @@ export function inspectEvent(event: Buffer, stripInjectedUsage: boolean): EventV
   if (usage !== null && Array.isArray(choices) && choices.length === 0) return { forward: null, usage }
   if (usage === null && TRAILING_NULL_USAGE.test(text)) return { forward: Buffer.from(text.replace(TRAILING_NULL_USAGE, '}$1')), usage: null }
   return { forward: event, usage }
+}
+
+/**
+ * Where `,"usage":null` ends when it is the last member of a one-line
+ * `data:` event (`at` is where `"usage":` starts), else -1. A second
+ * `"usage":` anywhere (say in a key) or a multi-line event takes the slow
+ * path, which parses the JSON.
+ */
+function trailingNullUsageEnd(event: Buffer, at: number): number {
+  const valueAt = at + USAGE_KEY.length
+  if (event[at - 1] !== COMMA || event.lastIndexOf(USAGE_KEY) !== at) return -1
+  if (event.indexOf(NULL_CLOSE, valueAt) !== valueAt) return -1
+  const close = valueAt + NULL_CLOSE.length - 1
+  const tail = event.subarray(close + 1).toString('latin1')
+  if (tail !== '\n\n' && tail !== '\r\n\r\n') return -1
+  // One line: the first line break is the terminator's.
+  return event.indexOf(LF) >= close ? valueAt + 'null'.length : -1
 }
 
 /** The payload of an event's `data:` lines (joined by newlines, per the SSE spec). */

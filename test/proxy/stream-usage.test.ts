@@ -59,6 +59,25 @@ describe('inspectEvent', () => {
     expect(inspectEvent(event(split), true)).toEqual({ forward: null, usage: { prompt: 4, completion: 5 } })
   })
 
+  it('treats a trailing "usage":null after a key that ends in "usage" like any other (the parsing path)', () => {
+    const tricky = `data: {${header},"a\\"usage":1,"choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}\n\n`
+    expect(JSON.parse(tricky.slice(6))).toHaveProperty('a"usage', 1)
+    const verdict = inspectEvent(event(tricky), true)
+    expect(verdict.usage).toBeNull()
+    expect(verdict.forward?.toString('utf8')).toBe(tricky.replace(',"usage":null}', '}'))
+  })
+
+  it('strips a "usage":null that closes a multi-line data event only through the parsing path, with the same result', () => {
+    const split = `data: {${header},\ndata: "choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}\n\n`
+    expect(inspectEvent(event(split), true).forward?.toString('utf8')).toBe(split.replace(',"usage":null}', '}'))
+    expect(inspectEvent(event(split), false).forward?.toString('utf8')).toBe(split)
+  })
+
+  it('leaves "usage":null that is not the last member alone', () => {
+    const inner = `data: {${header},"usage":null,"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n`
+    expect(inspectEvent(event(inner), true)).toEqual({ forward: event(inner), usage: null })
+  })
+
   it('forwards an event that contains "usage": but is not JSON unchanged', () => {
     const input = event('data: {"usage": broken\n\n')
     for (const strip of [false, true]) expect(inspectEvent(input, strip)).toEqual({ forward: input, usage: null })
