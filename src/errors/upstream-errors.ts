@@ -45,3 +45,9 @@ export function upstreamError(reason: UpstreamFailureReason, target: string, cau
       return new GatewayError('upstream_bad_response', `Upstream ${target} sent a broken response.`, { cause })
   }
 }
+
+/** A failure after the answer had begun (its headers were in): it was broken off, not refused. */
+export function brokenAnswerError(reason: UpstreamFailureReason, target: string, cause: unknown): GatewayError {
+  if (reason === 'timeout') return new GatewayError('upstream_timeout', `Upstream ${target} went silent in the middle of its answer.`, { cause })
+  return new GatewayError('upstream_bad_response', `Upstream ${target} broke off its answer.`, { cause })
+}

@@ -8,7 +8,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
-import { classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
 import type { KeyTicket, ModelSlots } from '../state/store.js'
@@ -17,7 +17,7 @@ import { dispatchChat, type AttemptOutcome, type ChatAnswer } from './chat-dispa
 import type { PassiveFailure } from '../routing/health-state.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import { SseRelay } from './sse-relay.js'
-import { usageOfJsonBody, type TokenUsage } from './stream-usage.js'
+import { completionUsage, type TokenUsage } from './stream-usage.js'
 import type { UpstreamCall } from './upstream-call.js'
 
 export interface ChatForward {
@@ -87,13 +87,13 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     if (client.signal.aborted) return reply.hijack()
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
-    throw upstreamError(reason, `backend "${answer.backend.name}"`, error)
+    throw brokenAnswerError(reason, `backend "${answer.backend.name}"`, error)
   }
   if (answer.statusCode !== 200) {
     settle(null)
     return reply.code(answer.statusCode).headers(responseHeaders).send(body)
   }
-  const usage = usageOfJsonBody(body)
+  const usage = completionUsage(body)
   settle(usage ?? null)
   if (usage === undefined) {
     // A success that is not a completion at all is a broken backend, not an answer to pass on.
@@ -136,7 +136,7 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
     error: (error) => {
       settle(relay.usage)
       if (answer.call.aborted) return
-      const failure = upstreamError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
+      const failure = brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
       ctx.metrics.upstreamErrors.inc({ model, backend: answer.backend.name, reason: 'mid_stream' })
       ctx.monitor.reportFailure(job.route, answer.backend, 'status')
       request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')

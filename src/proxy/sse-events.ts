@@ -2,39 +2,101 @@
  * Splits a byte stream of Server-Sent Events into whole events (each with
  * its terminating blank line), so an event is inspected and forwarded in one
  * piece however the network cut it. Bytes are never altered.
+ *
+ * Lines end in CRLF, LF or a lone CR (the SSE spec allows all three); an
+ * event ends at an empty line. Each byte is scanned once, however many
+ * chunks an event spans (no re-concatenation per chunk). An event that grows
+ * past `maxEventBytes` without ending is handed on in pieces: the client
+ * gets its bytes instead of the gateway holding them without bound.
  */
 
-const LF_LF = Buffer.from('\n\n')
-const CRLF_CRLF = Buffer.from('\r\n\r\n')
+const LF = 0x0a
+const CR = 0x0d
+
+/** Above any real chat event (usage chunks are tiny); bounds what one stream may hold back. */
+export const MAX_EVENT_BYTES = 256 * 1024
 
 export class SseEventSplitter {
-  #pending: Buffer = Buffer.alloc(0)
+  readonly #maxEventBytes: number
+  /** Bytes of the unfinished event, in arrival order. */
+  #parts: Buffer[] = []
+  #partsLength = 0
+  /** No character since the last line break: the next line break ends the event. */
+  #lineEmpty = true
+  /** The held bytes end in a CR whose meaning (CR or CRLF) the next byte decides. */
+  #heldCR = false
+
+  constructor(maxEventBytes = MAX_EVENT_BYTES) {
+    this.#maxEventBytes = maxEventBytes
+  }
 
   /** The whole events completed by this chunk, in order. */
   push(chunk: Buffer): Buffer[] {
-    let data = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk])
     const events: Buffer[] = []
-    for (;;) {
-      const end = eventEnd(data)
-      if (end < 0) break
-      events.push(data.subarray(0, end))
-      data = data.subarray(end)
+    let from = 0
+    let at = 0
+    if (this.#heldCR && chunk.length > 0) {
+      this.#heldCR = false
+      at = chunk[0] === LF ? 1 : 0
+      if (this.#lineBreak()) {
+        events.push(this.#take(chunk, from, at))
+        from = at
+      }
     }
-    this.#pending = data
+    // A stream framed with LF alone has no CR: one search per chunk tells.
+    let cr = chunk.indexOf(CR, at)
+    while (at < chunk.length) {
+      if (cr >= 0 && cr < at) cr = chunk.indexOf(CR, at)
+      const lf = chunk.indexOf(LF, at)
+      const brk = cr < 0 ? lf : lf < 0 ? cr : Math.min(lf, cr)
+      if (brk < 0) {
+        this.#lineEmpty = false
+        break
+      }
+      if (brk > at) this.#lineEmpty = false
+      if (chunk[brk] === CR && brk + 1 === chunk.length) {
+        this.#heldCR = true
+        break
+      }
+      at = chunk[brk] === CR && chunk[brk + 1] === LF ? brk + 2 : brk + 1
+      if (this.#lineBreak()) {
+        events.push(this.#take(chunk, from, at))
+        from = at
+      }
+    }
+    if (from < chunk.length) this.#hold(chunk.subarray(from), events)
     return events
   }
 
   /** Bytes of an unfinished event (non-empty only when the stream ended mid-event). */
   rest(): Buffer {
-    return this.#pending
+    return this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts)
   }
-}
 
-/** Index just past the first event terminator, or -1. */
-function eventEnd(data: Buffer): number {
-  const lf = data.indexOf(LF_LF)
-  const crlf = data.indexOf(CRLF_CRLF)
-  if (lf < 0 && crlf < 0) return -1
-  if (crlf < 0 || (lf >= 0 && lf < crlf)) return lf + LF_LF.length
-  return crlf + CRLF_CRLF.length
+  /** A line break was read; true when it ended the event (the line was empty). */
+  #lineBreak(): boolean {
+    if (this.#lineEmpty) return true
+    this.#lineEmpty = true
+    return false
+  }
+
+  #take(chunk: Buffer, from: number, to: number): Buffer {
+    const tail = chunk.subarray(from, to)
+    if (this.#parts.length === 0) return tail
+    this.#parts.push(tail)
+    const event = Buffer.concat(this.#parts, this.#partsLength + tail.length)
+    this.#parts = []
+    this.#partsLength = 0
+    return event
+  }
+
+  #hold(bytes: Buffer, events: Buffer[]): void {
+    this.#parts.push(bytes)
+    this.#partsLength += bytes.length
+    if (this.#partsLength <= this.#maxEventBytes || this.#heldCR) return
+    // Oversized: pass on what there is; the event's end comes as a later piece.
+    events.push(this.#parts.length === 1 ? bytes : Buffer.concat(this.#parts, this.#partsLength))
+    this.#parts = []
+    this.#partsLength = 0
+  }
 }

@@ -20,13 +20,21 @@ export function usageOf(value: unknown): TokenUsage | null {
   return { prompt, completion }
 }
 
-/** The usage of a JSON answer; `undefined` when the body is not JSON at all. */
-export function usageOfJsonBody(body: Buffer): TokenUsage | null | undefined {
+/**
+ * The usage of a chat completion answer (null when it reports none);
+ * `undefined` when the body is not a completion at all: not JSON, or not
+ * an object with a `choices` array (a client library would take `[1,2]`
+ * for a completion and fail later, far from the cause).
+ */
+export function completionUsage(body: Buffer): TokenUsage | null | undefined {
+  let parsed: unknown
   try {
-    return usageOf(JSON.parse(body.toString('utf8')))
+    parsed = JSON.parse(body.toString('utf8'))
   } catch {
     return undefined
   }
+  if (typeof parsed !== 'object' || parsed === null || !Array.isArray((parsed as { choices?: unknown }).choices)) return undefined
+  return usageOf(parsed)
 }
 
 const USAGE_KEY = Buffer.from('"usage":')

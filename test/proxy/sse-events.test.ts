@@ -8,6 +8,9 @@ const LF_EVENTS = [
   'data: [DONE]\n\n',
 ]
 const CRLF_EVENTS = ['data: {"n":1}\r\n\r\n', 'event: ping\r\ndata: {"n":2}\r\n\r\n', 'data: [DONE]\r\n\r\n']
+// Lone CR ends lines too (SSE spec), and one stream may mix all three.
+const CR_EVENTS = ['data: {"n":1}\r\r', 'event: ping\rdata: {"n":2}\r\r', 'data: [DONE]\r\r']
+const MIXED_EVENTS = ['data: {"n":1}\r\n\n', 'data: a\ndata: b\r\r', 'data: c\r\n\r\n', ': note\n\r\n', 'data: [DONE]\n\n']
 
 function splitAll(stream: Buffer, cuts: readonly number[]): { events: Buffer[]; rest: Buffer } {
   const splitter = new SseEventSplitter()
@@ -24,29 +27,36 @@ describe('SseEventSplitter', () => {
   for (const [name, events] of [
     ['LF', LF_EVENTS],
     ['CRLF', CRLF_EVENTS],
+    ['CR', CR_EVENTS],
+    ['mixed', MIXED_EVENTS],
   ] as const) {
+    // A stream that ends in a lone CR: whether an LF follows is unknown until
+    // the stream ends, so that last event stays in rest() (the relay sends it then).
+    const endsInCR = name === 'CR'
     const stream = Buffer.from(events.join(''), 'utf8')
-    const expected = events.map((e) => Buffer.from(e, 'utf8'))
+    const all = events.map((e) => Buffer.from(e, 'utf8'))
+    const expected = endsInCR ? all.slice(0, -1) : all
+    const expectedRest = endsInCR ? all.at(-1)!.length : 0
 
     it(`gives whole ${name} events, each with its blank line, from one chunk`, () => {
       const { events: out, rest } = splitAll(stream, [])
       expect(out).toEqual(expected)
-      expect(rest.length).toBe(0)
+      expect(rest.length).toBe(expectedRest)
     })
 
     it(`reassembles ${name} events identically when the stream is cut at any one byte`, () => {
       for (let cut = 0; cut <= stream.length; cut++) {
         const { events: out, rest } = splitAll(stream, [cut])
         expect(out, `cut at ${cut}`).toEqual(expected)
-        expect(rest.length, `cut at ${cut}`).toBe(0)
+        expect(rest.length, `cut at ${cut}`).toBe(expectedRest)
       }
     })
 
     it(`reassembles ${name} events when every byte arrives alone`, () => {
       const cuts = Array.from({ length: stream.length - 1 }, (_, i) => i + 1)
-      const { events: out } = splitAll(stream, cuts)
+      const { events: out, rest } = splitAll(stream, cuts)
       expect(out).toEqual(expected)
-      expect(Buffer.concat(out).equals(stream)).toBe(true)
+      expect(Buffer.concat([...out, rest]).equals(stream)).toBe(true)
     })
   }
 
@@ -71,6 +81,22 @@ describe('SseEventSplitter', () => {
     expect(splitter.rest().toString()).toBe('data: y\n')
     expect(splitter.push(Buffer.from('\n'))).toEqual([Buffer.from('data: y\n\n')])
     expect(splitter.rest().length).toBe(0)
+  })
+
+  it('passes on an event that never ends in pieces, holding no more than its bound', () => {
+    const max = 1000
+    const splitter = new SseEventSplitter(max)
+    const chunk = Buffer.alloc(300, 'x')
+    const out: Buffer[] = []
+    for (let i = 0; i < 40; i++) {
+      out.push(...splitter.push(chunk))
+      expect(splitter.rest().length).toBeLessThanOrEqual(max + chunk.length)
+    }
+    out.push(...splitter.push(Buffer.from('\n\ndata: next\n\n')))
+    expect(out.length).toBeGreaterThan(5)
+    expect(Buffer.concat(out).toString()).toBe(`${'x'.repeat(12_000)}\n\ndata: next\n\n`)
+    // Framing resumes after the oversized event: the next event comes whole.
+    expect(out.at(-1)?.toString()).toBe('data: next\n\n')
   })
 
   it('does not split inside a multibyte character cut across chunks', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { inspectEvent, usageOfJsonBody } from '../../src/proxy/stream-usage.js'
+import { inspectEvent, completionUsage } from '../../src/proxy/stream-usage.js'
 
 const header = '"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m"'
 const contentChunk = `data: {${header},"choices":[{"index":0,"delta":{"content":"tok0 "},"logprobs":null,"finish_reason":null}]}\n\n`
@@ -84,14 +84,19 @@ describe('inspectEvent', () => {
   })
 })
 
-describe('usageOfJsonBody', () => {
+describe('completionUsage', () => {
   it('reads prompt and completion tokens of a whole answer', () => {
-    expect(usageOfJsonBody(Buffer.from('{"usage":{"prompt_tokens":11,"completion_tokens":22,"total_tokens":33}}'))).toEqual({ prompt: 11, completion: 22 })
+    expect(completionUsage(Buffer.from('{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":22,"total_tokens":33}}'))).toEqual({ prompt: 11, completion: 22 })
   })
 
-  it('gives null for a body without usage or that is not JSON', () => {
-    expect(usageOfJsonBody(Buffer.from('{"choices":[]}'))).toBeNull()
-    expect(usageOfJsonBody(Buffer.from('{"usage":null}'))).toBeNull()
-    expect(usageOfJsonBody(Buffer.from('not json'))).toBeUndefined()
+  it('gives null for a completion without usage', () => {
+    expect(completionUsage(Buffer.from('{"choices":[]}'))).toBeNull()
+    expect(completionUsage(Buffer.from('{"choices":[],"usage":null}'))).toBeNull()
+  })
+
+  it('gives undefined for a body that is not a completion: not JSON, not an object, no choices array', () => {
+    for (const body of ['not json', '[1,2]', '"x"', 'null', '42', '{}', '{"usage":{"prompt_tokens":1}}', '{"choices":{}}']) {
+      expect(completionUsage(Buffer.from(body)), body).toBeUndefined()
+    }
   })
 })
