@@ -74,6 +74,10 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     recordOnClose(ctx.metrics, request, reply)
     // Every answer names its request; the chat route replaces it when the body chose the id.
     reply.header('x-request-id', request.id)
+    if (request.raw.httpVersionMinor === 1 && request.headers.host === undefined) {
+      done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).'))
+      return
+    }
     if (draining && request.facts.route !== 'service') {
       reply.header('connection', 'close')
       done(new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.'))

@@ -5,7 +5,7 @@
  * are closed at once. Node's own `closeIdleConnections` misses the latter
  * and cannot see a keep-alive connection that goes idle later.
  */
-import type { Server } from 'node:http'
+import type { Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 
 export interface ConnectionDrain {
@@ -13,36 +13,39 @@ export interface ConnectionDrain {
   drain(): void
   /** Client connections currently open. */
   open(): number
+  /** Whether a response has started on this connection and not finished (nothing else may be written to it then). */
+  responding(socket: Socket): boolean
 }
 
 export function trackConnections(server: Server): ConnectionDrain {
-  const active = new Map<Socket, number>()
+  /** The responses in progress on each open connection. */
+  const active = new Map<Socket, Set<ServerResponse>>()
   let draining = false
 
   server.on('connection', (socket: Socket) => {
-    active.set(socket, 0)
+    active.set(socket, new Set())
     socket.once('close', () => active.delete(socket))
   })
   server.on('request', (request, response) => {
     const socket = request.socket
-    active.set(socket, (active.get(socket) ?? 0) + 1)
+    const responses = active.get(socket)
+    responses?.add(response)
     if (draining) response.setHeader('connection', 'close')
     response.once('close', () => {
       // When the client hung up, the socket closes before its response does:
-      // it is gone from the map then, and must not be put back (that leaked
-      // every aborted request, response and upstream body with it).
-      const count = active.get(socket)
-      if (count === undefined) return
-      active.set(socket, count - 1)
-      if (draining && count === 1) socket.end()
+      // it is gone from the map then, and nothing may keep it (a socket put
+      // back once leaked every aborted request, response and upstream body).
+      responses?.delete(response)
+      if (draining && active.has(socket) && responses?.size === 0) socket.end()
     })
   })
 
   return {
     open: () => active.size,
+    responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
     drain() {
       draining = true
-      for (const [socket, requests] of active) if (requests === 0) socket.end()
+      for (const [socket, responses] of active) if (responses.size === 0) socket.end()
     },
   }
 }

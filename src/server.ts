@@ -10,12 +10,13 @@
  *   streams finish within the grace period, then close the rest.
  */
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
 import type { ContextOverrides, GatewayContext } from './context.js'
 import { trackConnections } from './connection-drain.js'
 import { startGeneration, type Generation } from './generation.js'
+import { answerParserError } from './errors/parser-refusal.js'
 import { createMetrics } from './metrics/registry.js'
 import { startMetricsListener } from './metrics-listener.js'
 
@@ -38,8 +39,15 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   const withMetrics = { ...overrides, metrics }
   let current = await startGeneration(config, logger, withMetrics)
   const retiring = new Set<Generation>()
-  const server = createServer((request, response) => current.handle(request, response))
+  // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
+  const server = createServer({ requireHostHeader: false }, (request, response) => current.handle(request, response))
   const connections = trackConnections(server)
+  server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
+    const refusal = answerParserError(error, socket, connections.responding(socket))
+    if (refusal === null) return
+    metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
+    logger.info({ route: 'unknown', status: refusal.status, error_code: refusal.code }, 'request refused by the HTTP parser')
+  })
   await listen(server, config.server.host, config.server.port)
   const metricsPort = config.server.metrics_port
   const metricsListener = metricsPort === undefined ? null : await startMetricsListener(metrics.registry, config.server.host, metricsPort)

@@ -1,0 +1,53 @@
+/**
+ * Requests Node's HTTP parser refuses before any route could see them — a
+ * malformed request line or header, a Content-Length/Transfer-Encoding
+ * conflict, headers over Node's limit (16 KiB unless --max-http-header-size
+ * says otherwise), a request that took too long to arrive — get the
+ * DESIGN.md error body too, instead of Node's bare status line. The
+ * connection is closed after it: once the parser is lost, where the next
+ * request would start cannot be known (request smuggling).
+ */
+import { STATUS_CODES } from 'node:http'
+import type { Duplex } from 'node:stream'
+import { GatewayError } from './gateway-error.js'
+
+/** The client reset the connection or closed it in the middle of a request: there is no one to answer. */
+const CLIENT_GONE = new Set(['ECONNRESET', 'EPIPE', 'HPE_INVALID_EOF_STATE'])
+
+/** The refusal for a parser error (`clientError` of node:http). */
+export function parserRefusal(error: Error & { code?: string; reason?: unknown }): GatewayError {
+  switch (error.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return new GatewayError('headers_too_large', 'The request headers are larger than this gateway accepts: send fewer or shorter headers.')
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new GatewayError('request_timeout', 'The request did not arrive in time.')
+    default: {
+      // llhttp's reason is a fixed phrase ("Invalid header value char"), never the offending bytes.
+      const reason = typeof error.reason === 'string' && error.reason.length <= 100 ? `: ${error.reason}` : ''
+      return new GatewayError('malformed_http', `The request is not valid HTTP/1.1${reason}.`)
+    }
+  }
+}
+
+/**
+ * Writes the refusal and closes the connection. A connection the client
+ * reset, or one with a response in progress (whose bytes a refusal would
+ * corrupt), is just closed.
+ */
+export function answerParserError(error: Error & { code?: string }, socket: Duplex, responding: boolean): GatewayError | null {
+  if (error.code === undefined || CLIENT_GONE.has(error.code) || !socket.writable || responding) {
+    socket.destroy()
+    return null
+  }
+  const refusal = parserRefusal(error)
+  const body = JSON.stringify(refusal.toBody())
+  socket.end(
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status] ?? ''}\r\n` +
+      'Content-Type: application/json\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body,
+    () => socket.destroy(),
+  )
+  return refusal
+}

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { parserRefusal } from '../../src/errors/parser-refusal.js'
+import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { expectErrorBody, rawExchange } from '../support/raw-http.js'
+
+describe('parserRefusal', () => {
+  it('maps Node parser errors to DESIGN.md errors: 431 for headers, 408 for a slow request, else 400', () => {
+    const of = (code: string, reason?: string) => parserRefusal(Object.assign(new Error('parse error'), { code, reason }))
+    expect(of('HPE_HEADER_OVERFLOW')).toMatchObject({ status: 431, code: 'headers_too_large', type: 'invalid_request_error' })
+    expect(of('ERR_HTTP_REQUEST_TIMEOUT')).toMatchObject({ status: 408, code: 'request_timeout' })
+    expect(of('HPE_INVALID_HEADER_TOKEN', 'Invalid header token')).toMatchObject({ status: 400, code: 'malformed_http', message: 'The request is not valid HTTP/1.1: Invalid header token.' })
+    expect(of('HPE_UNEXPECTED_CONTENT_LENGTH')).toMatchObject({ status: 400, code: 'malformed_http', message: 'The request is not valid HTTP/1.1.' })
+  })
+
+  it('never echoes a long reason (it would be input, not a fixed phrase)', () => {
+    expect(parserRefusal(Object.assign(new Error('x'), { code: 'HPE_X', reason: 'r'.repeat(500) })).message).toBe('The request is not valid HTTP/1.1.')
+  })
+})
+
+describe('a request the HTTP parser refuses, through a gateway', () => {
+  let gw: TestGateway
+  beforeAll(async () => {
+    gw = await startTestGateway({ auth: { keys: [makeKey('k', ['chat']).entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+  })
+  afterAll(() => gw.shutdown())
+
+  const requestsRefused = async (status: number): Promise<number> => {
+    const text = await (await fetch(`${gw.url}/metrics`)).text()
+    const line = text.split('\n').find((l) => l.startsWith(`sluice_requests_total{route="unknown",model="",status="${status}"}`))
+    return line === undefined ? 0 : Number(line.split(' ').at(-1))
+  }
+
+  it('is answered in the DESIGN.md shape, the connection closed, and counted in sluice_requests_total', async () => {
+    const before = await requestsRefused(400)
+    const exchange = await rawExchange(gw.url, 'GET /v1/models HTTP/1.1\r\nHost: gw\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n')
+    expect(exchange.responses).toHaveLength(1)
+    expect(exchange.responses[0]!.status).toBe(400)
+    expect(expectErrorBody(exchange.responses[0]!).code).toBe('malformed_http')
+    expect(exchange.responses[0]!.headers['content-type']).toBe('application/json')
+    expect(exchange.closed).toBe(true)
+    expect(await requestsRefused(400)).toBe(before + 1)
+  })
+
+  it('a client that resets the connection mid-request gets nothing and costs nothing', async () => {
+    const { connect } = await import('node:net')
+    const url = new URL(gw.url)
+    const before = await requestsRefused(400)
+    const socket = connect(Number(url.port), url.hostname)
+    await new Promise((resolve) => socket.once('connect', resolve))
+    socket.write('GET /v1/models HTTP/1.1\r\nHost: gw\r\nX-Half: ')
+    socket.resetAndDestroy()
+    // The gateway still serves, and nothing was counted for the reset connection.
+    expect((await fetch(`${gw.url}/healthz`)).status).toBe(200)
+    expect(await requestsRefused(400)).toBe(before)
+  })
+})
