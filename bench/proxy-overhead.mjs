@@ -5,8 +5,9 @@
 //   (b) open loop at a fixed rate: p50/p99 and the latency the target adds
 //   (c) streaming: 16 tokens, 5 ms apart: time to first and last byte, req/s
 //   (d) gateway CPU seconds per 1,000 requests and RSS after the run
-import { mkdir, writeFile } from 'node:fs/promises'
-import os from 'node:os'
+import { mkdir, rm, writeFile } from 'node:fs/promises'
+import os, { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { startChildServer } from './lib/child-server.mjs'
 import { CHAT_BODY, load } from './lib/load.mjs'
 import { nginxAvailable, startNginx } from './lib/nginx.mjs'
@@ -14,35 +15,50 @@ import { openLoop, streamLoop } from './lib/open-loop.mjs'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const RATE = Number(process.env.BENCH_RATE ?? 500)
+// BENCH_RUNS=3 repeats everything and prints medians (about 2 minutes a run).
+const RUNS = Number(process.env.BENCH_RUNS ?? 1)
 const TOKEN = 'bench-token'
 const PATH = '/v1/chat/completions'
-const headers = (target) => ({ 'content-type': 'application/json', ...(target === 'gateway' ? { authorization: `Bearer ${TOKEN}` } : {}) })
+const needsKey = (target) => target.startsWith('gateway')
+const headers = (target) => ({ 'content-type': 'application/json', ...(needsKey(target) ? { authorization: `Bearer ${TOKEN}` } : {}) })
 // The backend serves any model name; the gateway knows "bench".
 const STREAM_BODY = JSON.stringify({ model: 'bench', stream: true, messages: [{ role: 'user', content: 'Hello, how are you today?' }] })
 
+/**
+ * direct, gateway (log level warn: no access log), gateway_logged (info: one
+ * access line per request, to a file, as operators run it) and nginx.
+ */
 async function startTargets(backendEnv) {
   const backend = await startChildServer('bench/servers/backend.mjs', [], backendEnv)
   const gateway = await startChildServer('bench/servers/gateway.mjs', [backend.url, 'admission'])
+  const accessLog = join(tmpdir(), `sluice-bench-access-${process.pid}.log`)
+  const logged = await startChildServer('bench/servers/gateway.mjs', [backend.url, 'admission'], { BENCH_ACCESS_LOG: accessLog })
   const nginx = nginxAvailable() ? await startNginx(backend.url) : null
-  const targets = { direct: backend.url, gateway: gateway.url, ...(nginx ? { nginx: nginx.url } : {}) }
-  return { backend, gateway, nginx, targets, stop: () => Promise.all([backend.stop(), gateway.stop(), nginx?.stop()]) }
+  const targets = { direct: backend.url, gateway: gateway.url, gateway_logged: logged.url, ...(nginx ? { nginx: nginx.url } : {}) }
+  const processes = { gateway, gateway_logged: logged }
+  const stop = async () => {
+    await Promise.all([backend.stop(), gateway.stop(), logged.stop(), nginx?.stop()])
+    await rm(accessLog, { force: true })
+  }
+  return { targets, processes, stop }
 }
 
 async function throughputAndRate() {
   const run = await startTargets({ BENCH_TOKENS: '8', BENCH_DELAY_MS: '0' })
   try {
-    for (const [name, url] of Object.entries(run.targets)) await load({ url, token: name === 'gateway' ? TOKEN : undefined, seconds: 2 })
+    for (const [name, url] of Object.entries(run.targets)) await load({ url, token: needsKey(name) ? TOKEN : undefined, seconds: 2 })
     const throughput = {}
-    const cpuBefore = await run.gateway.cpuSeconds()
     for (const [name, url] of Object.entries(run.targets)) {
-      throughput[name] = await load({ url, token: name === 'gateway' ? TOKEN : undefined, seconds: SECONDS, connections: 64 })
-      if (name === 'gateway') throughput.gateway.cpu_seconds = (await run.gateway.cpuSeconds()) - cpuBefore
+      const cpuBefore = await run.processes[name]?.cpuSeconds()
+      throughput[name] = await load({ url, token: needsKey(name) ? TOKEN : undefined, seconds: SECONDS, connections: 64 })
+      if (cpuBefore !== undefined) throughput[name].cpu_seconds = (await run.processes[name].cpuSeconds()) - cpuBefore
     }
     const fixedRate = {}
     for (const [name, url] of Object.entries(run.targets)) {
+      if (name === 'gateway_logged') continue
       fixedRate[name] = await openLoop({ url, path: PATH, headers: headers(name), body: CHAT_BODY, rate: RATE, seconds: SECONDS })
     }
-    const rss = await run.gateway.rssBytes()
+    const rss = await run.processes.gateway.rssBytes()
     return { throughput, fixedRate, gatewayRssMb: rss / 2 ** 20 }
   } finally {
     await run.stop()
@@ -54,7 +70,12 @@ async function streaming() {
   try {
     const results = {}
     for (const [name, url] of Object.entries(run.targets)) {
+      if (name === 'gateway_logged') continue
+      // Warm up as (a) does: a fresh Node process runs cold code for its first few hundred requests.
+      await streamLoop({ url, path: PATH, headers: headers(name), body: STREAM_BODY, connections: 32, seconds: 2 })
+      const cpuBefore = await run.processes[name]?.cpuSeconds()
       results[name] = await streamLoop({ url, path: PATH, headers: headers(name), body: STREAM_BODY, connections: 32, seconds: SECONDS })
+      if (cpuBefore !== undefined) results[name].cpu_ms_per_stream = (((await run.processes[name].cpuSeconds()) - cpuBefore) / results[name].completed) * 1000
     }
     return results
   } finally {
@@ -62,43 +83,83 @@ async function streaming() {
   }
 }
 
+async function runOnce() {
+  const { throughput, fixedRate, gatewayRssMb } = await throughputAndRate()
+  const stream = await streaming()
+  const perThousand = (t) => (t.cpu_seconds / t.requests) * 1000
+  return {
+    throughput,
+    fixed_rate: fixedRate,
+    streaming: stream,
+    gateway: {
+      cpu_seconds_per_1000_requests: perThousand(throughput.gateway),
+      cpu_seconds_per_1000_requests_logged: perThousand(throughput.gateway_logged),
+      rss_mb_after: gatewayRssMb,
+    },
+  }
+}
+
 const ratio = (value, base) => (Number.isFinite(value) && base ? value / base : NaN)
 const fmt = (n, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a')
+const median = (values) => {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b)
+  return sorted.length === 0 ? NaN : sorted[(sorted.length - 1) >> 1]
+}
 
-const { throughput, fixedRate, gatewayRssMb } = await throughputAndRate()
-const stream = await streaming()
+const runs = []
+for (let i = 0; i < RUNS; i++) runs.push(await runOnce())
+/** The median over runs of one figure, picked by `get`. */
+const med = (get) => median(runs.map((r) => get(r)))
+const names = Object.keys(runs[0].throughput)
+const summary = {
+  throughput: Object.fromEntries(names.map((n) => [n, { rps: med((r) => r.throughput[n].rps), p50_ms: med((r) => r.throughput[n].p50_ms), p99_ms: med((r) => r.throughput[n].p99_ms), non2xx: med((r) => r.throughput[n].non2xx) }])),
+  fixed_rate: Object.fromEntries(
+    Object.keys(runs[0].fixed_rate).map((n) => [n, { p50_ms: med((r) => r.fixed_rate[n].p50_ms), p99_ms: med((r) => r.fixed_rate[n].p99_ms), added_p50_ms: med((r) => r.fixed_rate[n].p50_ms - r.fixed_rate.direct.p50_ms), added_p99_ms: med((r) => r.fixed_rate[n].p99_ms - r.fixed_rate.direct.p99_ms), errors: med((r) => r.fixed_rate[n].errors), non2xx: med((r) => r.fixed_rate[n].non2xx) }]),
+  ),
+  streaming: Object.fromEntries(
+    Object.keys(runs[0].streaming).map((n) => [n, { ttfb_p50_ms: med((r) => r.streaming[n].ttfb_p50_ms), added_ttfb_p50_ms: med((r) => r.streaming[n].ttfb_p50_ms - r.streaming.direct.ttfb_p50_ms), ttlb_p50_ms: med((r) => r.streaming[n].ttlb_p50_ms), rps: med((r) => r.streaming[n].rps), cpu_ms_per_stream: med((r) => r.streaming[n].cpu_ms_per_stream) }]),
+  ),
+  gateway: {
+    cpu_seconds_per_1000_requests: med((r) => r.gateway.cpu_seconds_per_1000_requests),
+    cpu_seconds_per_1000_requests_logged: med((r) => r.gateway.cpu_seconds_per_1000_requests_logged),
+    rss_mb_after: med((r) => r.gateway.rss_mb_after),
+  },
+}
+// Ratios are taken within each run, then the median of those.
+summary.ratios = {
+  gateway_to_direct: med((r) => ratio(r.throughput.gateway.rps, r.throughput.direct.rps)),
+  gateway_to_nginx: med((r) => ratio(r.throughput.gateway.rps, r.throughput.nginx?.rps)),
+  gateway_logged_to_nginx: med((r) => ratio(r.throughput.gateway_logged.rps, r.throughput.nginx?.rps)),
+}
 const result = {
   date: new Date().toISOString(),
-  command: 'npm run bench',
+  command: RUNS === 1 ? 'npm run bench' : `BENCH_RUNS=${RUNS} node bench/proxy-overhead.mjs`,
   machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, nginx: nginxAvailable() },
   seconds_per_run: SECONDS,
-  throughput,
-  fixed_rate: { rate: RATE, ...fixedRate },
-  streaming: stream,
-  gateway: {
-    cpu_seconds_per_1000_requests: (throughput.gateway.cpu_seconds / throughput.gateway.requests) * 1000,
-    rss_mb_after: gatewayRssMb,
-  },
+  fixed_rate_per_second: RATE,
+  runs: RUNS,
+  summary,
+  each_run: runs,
 }
 await mkdir('bench/results', { recursive: true })
 await writeFile('bench/results/proxy-overhead.json', `${JSON.stringify(result, null, 2)}\n`)
 
-const names = Object.keys(throughput)
-console.log(`\nSluice proxy overhead — ${result.date}, ${result.machine.cores} cores, ${result.machine.cpu}, Node ${result.machine.node}`)
+const t = summary.throughput
+console.log(`\nSluice proxy overhead — ${result.date}, ${result.machine.cores} cores, ${result.machine.cpu}, Node ${result.machine.node}${RUNS > 1 ? `, medians of ${RUNS} runs` : ''}`)
 console.log(`(a) max throughput, 64 connections, ${SECONDS} s`)
 for (const n of names) {
-  const t = throughput[n]
-  console.log(`  ${n.padEnd(8)} ${fmt(t.rps, 0).padStart(7)} req/s (x${fmt(ratio(t.rps, throughput.direct.rps), 2)})  p50 ${fmt(t.p50_ms)} ms  p99 ${fmt(t.p99_ms)} ms  non-2xx ${t.non2xx}`)
+  console.log(`  ${n.padEnd(15)} ${fmt(t[n].rps, 0).padStart(7)} req/s (x${fmt(ratio(t[n].rps, t.direct.rps), 2)})  p50 ${fmt(t[n].p50_ms)} ms  p99 ${fmt(t[n].p99_ms)} ms  non-2xx ${t[n].non2xx}`)
 }
+console.log(`  gateway / nginx x${fmt(summary.ratios.gateway_to_nginx, 2)} (target >= 0.5), with access log x${fmt(summary.ratios.gateway_logged_to_nginx, 2)}`)
 console.log(`(b) open loop, ${RATE} req/s for ${SECONDS} s`)
-for (const n of names) {
-  const f = fixedRate[n]
-  console.log(`  ${n.padEnd(8)} p50 ${fmt(f.p50_ms, 2)} ms  p99 ${fmt(f.p99_ms, 2)} ms  added p50 ${fmt(f.p50_ms - fixedRate.direct.p50_ms, 2)} ms  errors ${f.errors} non-2xx ${f.non2xx}`)
+for (const [n, f] of Object.entries(summary.fixed_rate)) {
+  console.log(`  ${n.padEnd(15)} p50 ${fmt(f.p50_ms, 2)} ms  p99 ${fmt(f.p99_ms, 2)} ms  added p50 ${fmt(f.added_p50_ms, 2)} ms  added p99 ${fmt(f.added_p99_ms, 2)} ms  errors ${f.errors} non-2xx ${f.non2xx}`)
 }
 console.log(`(c) streaming, 16 tokens 5 ms apart, 32 connections`)
-for (const n of names) {
-  const s = stream[n]
-  console.log(`  ${n.padEnd(8)} first byte p50 ${fmt(s.ttfb_p50_ms, 2)} ms  last byte p50 ${fmt(s.ttlb_p50_ms, 2)} ms  ${fmt(s.rps, 0)} req/s (x${fmt(ratio(s.rps, stream.direct.rps), 2)})`)
+for (const [n, st] of Object.entries(summary.streaming)) {
+  const cpu = Number.isFinite(st.cpu_ms_per_stream) ? `  ${fmt(st.cpu_ms_per_stream, 2)} CPU ms/stream` : ''
+  console.log(`  ${n.padEnd(15)} first byte p50 ${fmt(st.ttfb_p50_ms, 2)} ms (added ${fmt(st.added_ttfb_p50_ms, 2)})  last byte p50 ${fmt(st.ttlb_p50_ms, 2)} ms  ${fmt(st.rps, 0)} req/s${cpu}`)
 }
-console.log(`(d) gateway: ${fmt(result.gateway.cpu_seconds_per_1000_requests, 3)} CPU s per 1,000 requests, RSS ${fmt(result.gateway.rss_mb_after, 0)} MiB after the run`)
+const g = summary.gateway
+console.log(`(d) gateway: ${fmt(g.cpu_seconds_per_1000_requests, 3)} CPU s per 1,000 requests (${fmt(g.cpu_seconds_per_1000_requests_logged, 3)} with the access log), RSS ${fmt(g.rss_mb_after, 0)} MiB after the run`)
 if (!result.machine.nginx) console.log('nginx not installed: apt-get install nginx-light to add the reference column')

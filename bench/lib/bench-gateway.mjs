@@ -3,6 +3,7 @@
 // start-up handshake with bench/lib/child-server.mjs (print {url}, stop on
 // SIGTERM). Each server script only says which models it serves.
 import { createHash } from 'node:crypto'
+import { pino } from 'pino'
 import { stringify } from 'yaml'
 import { parseConfig } from '../../dist/config/load.js'
 import { createLogger } from '../../dist/logger.js'
@@ -21,9 +22,21 @@ export function benchConfig({ models, limits = UNSATURATED_LIMITS, state }) {
   return parsed.config
 }
 
+/**
+ * Quiet by default (warn). BENCH_ACCESS_LOG=<file> logs at info, one access
+ * line per request as operators run it, to that file (asynchronously, as
+ * pino.destination does by default for files) instead of the pipe the
+ * bench reads the URL from.
+ */
+function benchLogger() {
+  const file = process.env.BENCH_ACCESS_LOG
+  if (!file) return createLogger('warn')
+  return createLogger('info', pino.destination({ dest: file, sync: false }))
+}
+
 /** Starts the gateway and tells the parent process where it listens. */
 export async function serveBenchGateway(config, overrides = {}) {
-  const gateway = await startGateway(config, createLogger('warn'), overrides)
+  const gateway = await startGateway(config, benchLogger(), overrides)
   console.log(JSON.stringify({ url: gateway.url }))
   process.once('SIGTERM', () => gateway.shutdown().then(() => process.exit(0)))
   return gateway
