@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parserRefusal } from '../../src/errors/parser-refusal.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { scrapeMetricSum } from '../support/metrics.js'
 import { expectErrorBody, rawExchange } from '../support/raw-http.js'
 
 describe('parserRefusal', () => {
@@ -24,11 +25,7 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
   })
   afterAll(() => gw.shutdown())
 
-  const requestsRefused = async (status: number): Promise<number> => {
-    const text = await (await fetch(`${gw.url}/metrics`)).text()
-    const line = text.split('\n').find((l) => l.startsWith(`sluice_requests_total{route="unknown",model="",status="${status}"}`))
-    return line === undefined ? 0 : Number(line.split(' ').at(-1))
-  }
+  const requestsRefused = (status: number) => scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'unknown', model: '', status: String(status) })
 
   it('is answered in the DESIGN.md shape, the connection closed, and counted in sluice_requests_total', async () => {
     const before = await requestsRefused(400)

@@ -14,11 +14,11 @@ import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
-import parsePrometheusText from 'parse-prometheus-text-format'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
 import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-http.js'
+import { scrapeMetricSum, until } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups: (() => Promise<unknown>)[] = []
@@ -163,24 +163,6 @@ async function openaiStream(gw: TestGateway): Promise<StreamOutcome> {
   return { chunks, error }
 }
 
-/** The sum of a metric's series on the gateway's /metrics that match `labels` (0 when none). */
-async function metric(gw: TestGateway, name: string, labels: Record<string, string>): Promise<number> {
-  const text = await (await fetch(`${gw.url}/metrics`)).text()
-  const family = parsePrometheusText(text).find((f) => f.name === name)
-  const matching = (family?.metrics ?? []).filter((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))
-  return matching.reduce((sum, m) => sum + Number(m.value), 0)
-}
-
-/** Polls `check` until it holds (bounded: 2 s); returns whether it did. */
-async function eventually(check: () => Promise<boolean>): Promise<boolean> {
-  const deadline = Date.now() + 2000
-  for (;;) {
-    if (await check()) return true
-    if (Date.now() > deadline) return false
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
-
 /**
  * What must hold after any fault: model "m"'s slot is free and its queue
  * empty (the follow-up, with one slot and a 1.5 s max wait, gets the good
@@ -188,10 +170,10 @@ async function eventually(check: () => Promise<boolean>): Promise<boolean> {
  * model "ok" that ran meanwhile is whole.
  */
 async function expectNothingElseAffected(f: Fixture, statuses: Record<string, number>, faultyChats: number): Promise<void> {
-  expect(await eventually(async () => (await metric(f.gw, 'sluice_inflight_requests', { model: 'm', backend: 'faulty' })) === 0)).toBe(true)
-  expect(await metric(f.gw, 'sluice_queue_depth', { model: 'm' })).toBe(0)
+  await until(async () => (await scrapeMetricSum(f.gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'faulty' })) === 0, 'nothing in flight at the faulty backend', 2000)
+  expect(await scrapeMetricSum(f.gw.url, 'sluice_queue_depth', { model: 'm' })).toBe(0)
   for (const [status, count] of Object.entries(statuses)) {
-    expect(await eventually(async () => (await metric(f.gw, 'sluice_requests_total', { model: 'm', status })) === count), `${count} × ${status}`).toBe(true)
+    await until(async () => (await scrapeMetricSum(f.gw.url, 'sluice_requests_total', { model: 'm', status })) === count, `${count} × ${status}`, 2000)
   }
 
   f.faulty.fault = null
@@ -208,7 +190,7 @@ async function expectNothingElseAffected(f: Fixture, statuses: Record<string, nu
   const content = events.slice(0, -1).map((e) => (JSON.parse(e.slice('data: '.length)) as OpenAI.ChatCompletionChunk).choices[0]?.delta.content ?? '')
   expect(content.join('')).toBe('tok0 tok1 tok2 ')
   expect(healthy.text).not.toContain('"error"')
-  expect(await eventually(async () => (await metric(f.gw, 'sluice_inflight_requests', {})) === 0)).toBe(true)
+  await until(async () => (await scrapeMetricSum(f.gw.url, 'sluice_inflight_requests', {})) === 0, 'nothing in flight', 2000)
 }
 
 interface StreamCase {
@@ -268,7 +250,7 @@ describe('a backend that answers a stream with invalid SSE', () => {
     else expect(outcome.error).toBeNull()
 
     // Nothing the gateway itself calls an upstream failure: it passes the stream on as it comes.
-    expect(await metric(f.gw, 'sluice_upstream_errors_total', { model: 'm' })).toBe(0)
+    expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm' })).toBe(0)
     await expectNothingElseAffected(f, { '200': 2 }, 2)
   })
 })
@@ -311,7 +293,7 @@ describe('a backend that sends a truncated JSON answer', () => {
     expect(thrown).toBeInstanceOf(OpenAI.APIError)
     expect(thrown).toMatchObject({ status: 502, type: 'upstream_error', code: 'upstream_bad_response' })
 
-    expect(await metric(f.gw, 'sluice_upstream_errors_total', { model: 'm', backend: 'faulty' })).toBe(2)
+    expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'faulty' })).toBe(2)
     await expectNothingElseAffected(f, { '502': 2 }, 2)
   })
 })

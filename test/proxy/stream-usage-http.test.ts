@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
+import { metricValue } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
 const other = makeKey('team-b', ['chat'])
@@ -55,16 +56,6 @@ function direct(backend: VllmStandIn, body: Record<string, unknown>, requestId: 
 
 /** `created` is the second the answer was made: the only byte that may differ between two runs. */
 const withoutCreated = (text: string) => text.replace(/"created":\d+/g, '"created":0')
-
-function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`)
-  for (const line of text.split('\n')) {
-    const match = /^([a-z_]+)\{([^}]*)\} (\S+)$/.exec(line)
-    if (match === null || match[1] !== name) continue
-    if (wanted.every((pair) => match[2]!.split(',').includes(pair))) return Number(match[3])
-  }
-  return undefined
-}
 
 /** Polls /metrics until every listed token series has its expected value (bounded), then returns them all. */
 async function tokenSeries(gw: TestGateway, expected: Record<string, number>): Promise<Record<string, number | undefined>> {

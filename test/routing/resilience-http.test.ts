@@ -6,10 +6,10 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import parsePrometheusText from 'parse-prometheus-text-format'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { scrapeMetric } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups: (() => Promise<unknown>)[] = []
@@ -71,15 +71,6 @@ async function post(gw: TestGateway, body: Record<string, unknown> = {}, signal?
   return { status: response.status, text: await response.text() }
 }
 
-/** One sample of the gateway's /metrics, or undefined when absent. */
-async function metric(gw: TestGateway, name: string, labels: Record<string, string>): Promise<number | undefined> {
-  const text = await (await fetch(`${gw.url}/metrics`)).text()
-  const sample = parsePrometheusText(text)
-    .find((family) => family.name === name)
-    ?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))
-  return sample === undefined ? undefined : Number(sample.value)
-}
-
 const POLL_MS = 20
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -119,7 +110,7 @@ describe('failover under load', () => {
     })
     const victim = backends[1]!
     const victimPort = Number(new URL(victim.url).port)
-    const victimUp = () => metric(gw, 'sluice_backend_up', { model: 'm', backend: 'b1' })
+    const victimUp = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b1' })
 
     const total = 300
     const statuses: number[] = []
@@ -182,9 +173,9 @@ describe('coming back after an incident', () => {
 
     const statuses = await Promise.all(Array.from({ length: 8 }, async () => (await post(gw)).status))
     expect(statuses).toEqual(Array(8).fill(502))
-    expect(await metric(gw, 'sluice_backend_up', { model: 'm', backend: 'flaky' })).toBe(0)
+    expect(await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'flaky' })).toBe(0)
 
-    const upPolls = await pollUntil(async () => (await metric(gw, 'sluice_backend_up', { model: 'm', backend: 'flaky' })) === 1, 50, Date.now() + 10 * intervalMs)
+    const upPolls = await pollUntil(async () => (await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'flaky' })) === 1, 50, Date.now() + 10 * intervalMs)
     expect(upPolls).not.toBeNull()
   })
 })
@@ -203,8 +194,8 @@ describe('a stream that fails after it started', () => {
     expect(events.some((e) => e.includes('tok1'))).toBe(true)
     expect(events.some((e) => e.includes('tok5'))).toBe(false)
 
-    expect(await pollUntil(async () => (await metric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'b0' })) === 0, 100)).not.toBeNull()
-    expect(await metric(gw, 'sluice_upstream_errors_total', { model: 'm', backend: 'b0', reason: 'mid_stream' })).toBe(1)
+    expect(await pollUntil(async () => (await scrapeMetric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b0' })) === 0, 100)).not.toBeNull()
+    expect(await scrapeMetric(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b0', reason: 'mid_stream' })).toBe(1)
   })
 })
 
@@ -233,8 +224,8 @@ describe('idle timeout', () => {
     expect(events.some((e) => e.includes('"first "'))).toBe(true)
     expect(events.at(-1)).toBe('[DONE]')
     expect(JSON.parse(events.at(-2)!)).toEqual({ error: { message: expect.any(String), type: 'upstream_timeout', param: null, code: expect.any(String) } })
-    expect(await metric(gw, 'sluice_upstream_errors_total', { model: 'm', backend: 'silent', reason: 'mid_stream' })).toBe(1)
-    expect(await pollUntil(async () => (await metric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'silent' })) === 0, 100)).not.toBeNull()
+    expect(await scrapeMetric(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'silent', reason: 'mid_stream' })).toBe(1)
+    expect(await pollUntil(async () => (await scrapeMetric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'silent' })) === 0, 100)).not.toBeNull()
   })
 })
 
@@ -255,7 +246,7 @@ describe('no healthy backend', () => {
     expect(status).toBe(503)
     expect(JSON.parse(text)).toEqual({ error: { message: expect.any(String), type: 'service_unavailable', param: null, code: 'no_healthy_backend' } })
     expect(sick.received).toHaveLength(0)
-    expect(await metric(gw, 'sluice_backend_up', { model: 'm', backend: 'sick' })).toBe(0)
+    expect(await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'sick' })).toBe(0)
   })
 })
 

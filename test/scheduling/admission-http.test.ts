@@ -8,6 +8,7 @@ import { connect } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
+import { scrapeMetric, untilMetric } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups: (() => Promise<unknown>)[] = []
@@ -61,35 +62,7 @@ function markerOf(received: ReceivedRequest): string {
   return (received.body as { messages: { content: string }[] }).messages[0]!.content
 }
 
-/** A sample's value in Prometheus text, or undefined when the series is absent. */
-function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`)
-  for (const line of text.split('\n')) {
-    const match = /^([a-z_]+)\{([^}]*)\} (\S+)$/.exec(line)
-    if (match === null || match[1] !== name) continue
-    const present = match[2]!.split(',')
-    if (wanted.every((pair) => present.includes(pair))) return Number(match[3])
-  }
-  return undefined
-}
-
-async function metric(gw: TestGateway, name: string, labels: Record<string, string>): Promise<number | undefined> {
-  const response = await fetch(`${gw.url}/metrics`)
-  return metricValue(await response.text(), name, labels)
-}
-
-/** Polls /metrics (each poll is a real round trip) until the sample equals `expected`; bounded. */
-async function untilMetric(gw: TestGateway, name: string, labels: Record<string, string>, expected: number, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  let last: number | undefined
-  while (Date.now() < deadline) {
-    last = await metric(gw, name, labels)
-    if (last === expected) return
-  }
-  throw new Error(`${name}${JSON.stringify(labels)} stayed ${last}, expected ${expected}`)
-}
-
-const untilQueueDepth = (gw: TestGateway, depth: number) => untilMetric(gw, 'sluice_queue_depth', { model: 'm' }, depth)
+const untilQueueDepth = (gw: TestGateway, depth: number) => untilMetric(gw.url, 'sluice_queue_depth', { model: 'm' }, depth)
 
 /** Resolves with the next `count` events of that name, in order. */
 function nextEvents(backend: VllmStandIn, event: string, count: number): Promise<ReceivedRequest[]> {
@@ -206,7 +179,7 @@ describe('the priority queue', () => {
     const answered = outcomes.filter((o) => !o.aborted)
     expect(outcomes.length - answered.length).toBeGreaterThan(0)
     expect(answered.map((o) => o.status).filter((s) => s !== 200)).toEqual([])
-    await untilMetric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'b1' }, 0)
+    await untilMetric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b1' }, 0)
     await untilQueueDepth(gw, 0)
     expect(backend.received.length).toBeGreaterThanOrEqual(answered.length)
   })
@@ -239,7 +212,7 @@ describe('a full queue', () => {
     expect(served).toEqual(['q-p0', 'new-p0'])
     expect((await Promise.all([busy, better, newcomer])).map((r) => r.status)).toEqual([200, 200, 200])
     expect(backend.received.map(markerOf)).toEqual(['busy', 'q-p0', 'new-p0'])
-    expect(await metric(gw, 'sluice_rejections_total', { reason: 'queue_full' })).toBe(2)
+    expect(await scrapeMetric(gw.url, 'sluice_rejections_total', { reason: 'queue_full' })).toBe(2)
   })
 })
 
@@ -257,7 +230,7 @@ describe('leaving the queue', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(250)
     expect(timedOut).toMatchObject({ status: 503, error: { type: 'overloaded_error', code: 'queue_timeout', param: null } })
     expectRetryAfter(timedOut.retryAfter, 1)
-    expect(await metric(gw, 'sluice_rejections_total', { reason: 'queue_timeout' })).toBe(1)
+    expect(await scrapeMetric(gw.url, 'sluice_rejections_total', { reason: 'queue_timeout' })).toBe(1)
     await untilQueueDepth(gw, 0)
     backend.releaseHeld(1)
     expect((await busy).status).toBe(200)
@@ -285,7 +258,7 @@ describe('leaving the queue', () => {
     expect((await Promise.all([busy, stays])).map((r) => r.status)).toEqual([200, 200])
     expect(backend.received.map(markerOf)).toEqual(['busy', 'stays'])
     await untilQueueDepth(gw, 0)
-    await untilMetric(gw, 'sluice_inflight_requests', { model: 'm', backend: 'b1' }, 0)
+    await untilMetric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b1' }, 0)
   })
 })
 

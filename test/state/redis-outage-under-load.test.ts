@@ -20,6 +20,7 @@ import { makeKey, type TestGateway } from '../support/gateway.js'
 import { isErrorBody } from '../support/raw-http.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 
 const key = makeKey('team-load', ['chat'], { limits: { max_concurrency: 1000 } })
 const cleanups: (() => Promise<unknown>)[] = []
@@ -57,33 +58,6 @@ const EXPECTED_CONTENT = 'tok0 tok1 tok2 '
 
 function markerOf(received: ReceivedRequest): string {
   return (received.body as { messages: { content: string }[] }).messages[0]!.content
-}
-
-async function metricSamples(url: string, name: string): Promise<{ labels: Record<string, string>; value: number }[]> {
-  const text = await (await fetch(`${url}/metrics`)).text()
-  const samples = []
-  for (const line of text.split('\n')) {
-    const match = /^([a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line)
-    if (match === null || match[1] !== name) continue
-    const labels = Object.fromEntries((match[2] ?? '').split(',').filter(Boolean).map((pair) => pair.split('=').map((s) => s.replace(/"/g, '')) as [string, string]))
-    samples.push({ labels, value: Number(match[3]) })
-  }
-  return samples
-}
-
-async function metricSum(url: string, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const samples = await metricSamples(url, name)
-  return samples.filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((sum, s) => sum + s.value, 0)
-}
-
-/** Polls until `check` holds; bounded. */
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`timed out waiting for ${what}`)
 }
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
@@ -217,12 +191,12 @@ describeWithRedis('a Redis outage under load', () => {
       atKill.queued = await inspect.zcard(mKeys.queue)
       await redis.stop()
       killed.resolve()
-      for (const gw of replicas) await until(async () => (await metricSum(gw.url, 'sluice_redis_up')) === 0, 'sluice_redis_up 0')
-      upSeen.push(await Promise.all(replicas.map((gw) => metricSum(gw.url, 'sluice_redis_up'))))
+      for (const gw of replicas) await until(async () => (await scrapeMetricSum(gw.url, 'sluice_redis_up')) === 0, 'sluice_redis_up 0')
+      upSeen.push(await Promise.all(replicas.map((gw) => scrapeMetricSum(gw.url, 'sluice_redis_up'))))
       await reachedRestart.promise
       await redis.start()
-      for (const gw of replicas) await until(async () => (await metricSum(gw.url, 'sluice_redis_up')) === 1, 'sluice_redis_up 1')
-      upSeen.push(await Promise.all(replicas.map((gw) => metricSum(gw.url, 'sluice_redis_up'))))
+      for (const gw of replicas) await until(async () => (await scrapeMetricSum(gw.url, 'sluice_redis_up')) === 1, 'sluice_redis_up 1')
+      upSeen.push(await Promise.all(replicas.map((gw) => scrapeMetricSum(gw.url, 'sluice_redis_up'))))
       restarted.resolve()
     }
 
@@ -255,7 +229,7 @@ describeWithRedis('a Redis outage under load', () => {
     const gatewayCounts = async () => {
       const counts: Record<string, number> = {}
       for (const gw of replicas) {
-        for (const s of await metricSamples(gw.url, 'sluice_requests_total')) {
+        for (const s of metricSamples(await scrape(gw.url), 'sluice_requests_total')) {
           if (s.labels.route === 'chat') counts[s.labels.status!] = (counts[s.labels.status!] ?? 0) + s.value
         }
       }
@@ -266,8 +240,8 @@ describeWithRedis('a Redis outage under load', () => {
 
     // Nothing left in flight or queued, in the replicas or in Redis.
     for (const gw of replicas) {
-      await until(async () => (await metricSum(gw.url, 'sluice_inflight_requests')) === 0, 'in flight 0')
-      expect(await metricSum(gw.url, 'sluice_queue_depth')).toBe(0)
+      await until(async () => (await scrapeMetricSum(gw.url, 'sluice_inflight_requests')) === 0, 'in flight 0')
+      expect(await scrapeMetricSum(gw.url, 'sluice_queue_depth')).toBe(0)
     }
     const leftInRedis = async () =>
       [await inspect.zcard(mKeys.leases[0]!), await inspect.zcard(hKeys.leases[0]!), await inspect.zcard(mKeys.queue), await inspect.zcard(hKeys.queue), await inspect.zcard(keyKeys.active)]

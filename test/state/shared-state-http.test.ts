@@ -12,6 +12,7 @@ import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { scrapeMetric, until } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups: (() => Promise<unknown>)[] = []
@@ -88,28 +89,6 @@ function nextEvents(backend: VllmStandIn, event: string, count: number): Promise
   })
 }
 
-async function metric(url: string, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
-  const text = await (await fetch(`${url}/metrics`)).text()
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`)
-  for (const line of text.split('\n')) {
-    const match = /^([a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line)
-    if (match === null || match[1] !== name) continue
-    const present = (match[2] ?? '').split(',')
-    if (wanted.every((pair) => present.includes(pair))) return Number(match[3])
-  }
-  return undefined
-}
-
-/** Polls until `check` holds; bounded. */
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
-
 const leasesIn = (prefix: string) => inspect.zcard(modelKeys(prefix, 'm', ['b1']).leases[0]!)
 const queuedIn = (prefix: string) => inspect.zcard(modelKeys(prefix, 'm', ['b1']).queue)
 
@@ -144,8 +123,8 @@ describeWithRedis('Redis mode through HTTP', () => {
       expect(statuses.filter((s) => s !== 200)).toEqual([])
       expect(maxInFlight).toBe(2)
       for (const gw of replicas) {
-        await until(async () => (await metric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b1' })) === 0, 'in-flight 0')
-        expect(await metric(gw.url, 'sluice_queue_depth', { model: 'm' })).toBe(0)
+        await until(async () => (await scrapeMetric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b1' })) === 0, 'in-flight 0')
+        expect(await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })).toBe(0)
       }
       expect(await leasesIn(shared.prefix)).toBe(0)
       expect(await queuedIn(shared.prefix)).toBe(0)
@@ -165,7 +144,7 @@ describeWithRedis('Redis mode through HTTP', () => {
         responses.push(send(gw.url, marker, { priority }))
         await until(async () => (await queuedIn(shared.prefix)) === index + 1, `${index + 1} queued`)
       }
-      expect((await metric(one.url, 'sluice_queue_depth', { model: 'm' }))! + (await metric(two.url, 'sluice_queue_depth', { model: 'm' }))!).toBe(5)
+      expect((await scrapeMetric(one.url, 'sluice_queue_depth', { model: 'm' }))! + (await scrapeMetric(two.url, 'sluice_queue_depth', { model: 'm' }))!).toBe(5)
 
       const served: string[] = []
       for (let i = 0; i < arrivals.length; i++) {
@@ -269,7 +248,7 @@ describeWithRedis('Redis mode through HTTP', () => {
       const gw = await startRedisTestGateway(shared.config(backend, { max_concurrency_per_backend: 1 }), TIMINGS)
       cleanups.push(() => gw.shutdown())
       await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 'ready')
-      expect(await metric(gw.url, 'sluice_redis_up')).toBe(1)
+      expect(await scrapeMetric(gw.url, 'sluice_redis_up')).toBe(1)
 
       // One request runs on a Redis lease, one waits in the Redis queue.
       let held = nextEvents(backend, 'held', 1)
@@ -279,15 +258,15 @@ describeWithRedis('Redis mode through HTTP', () => {
       await until(async () => (await queuedIn(shared.prefix)) === 1, 'queued in Redis')
 
       await redis.stop()
-      await until(async () => (await metric(gw.url, 'sluice_redis_up')) === 0, 'sluice_redis_up 0')
+      await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 0, 'sluice_redis_up 0')
       const notReady = await fetch(`${gw.url}/readyz`)
       expect(notReady.status).toBe(503)
       expect(await notReady.json()).toMatchObject({ status: 'not_ready', redis: 'down' })
 
       // The waiter moved to the local queue; the local limit counts the running Redis lease: still one at a time.
-      await until(async () => (await metric(gw.url, 'sluice_queue_depth', { model: 'm' })) === 1, 'waiter in the local queue')
+      await until(async () => (await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })) === 1, 'waiter in the local queue')
       const during = [send(gw.url, 'during-1'), send(gw.url, 'during-2')]
-      await until(async () => (await metric(gw.url, 'sluice_queue_depth', { model: 'm' })) === 3, 'three waiting locally')
+      await until(async () => (await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })) === 3, 'three waiting locally')
       expect(backend.heldCount()).toBe(1)
       const order: string[] = []
       for (let i = 0; i < 3; i++) {
@@ -301,7 +280,7 @@ describeWithRedis('Redis mode through HTTP', () => {
       expect((await Promise.all([before, queuedBefore, ...during])).map((r) => r.status)).toEqual([200, 200, 200, 200])
 
       await redis.start()
-      await until(async () => (await metric(gw.url, 'sluice_redis_up')) === 1, 'sluice_redis_up 1')
+      await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'sluice_redis_up 1')
       await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 'ready again')
 
       // New admissions go through Redis again: the running request holds a lease there.
@@ -312,8 +291,8 @@ describeWithRedis('Redis mode through HTTP', () => {
       backend.releaseHeld(1)
       expect((await after).status).toBe(200)
       await until(async () => (await leasesIn(shared.prefix)) === 0, 'the lease released in Redis')
-      expect(await metric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b1' })).toBe(0)
-      expect(await metric(gw.url, 'sluice_queue_depth', { model: 'm' })).toBe(0)
+      expect(await scrapeMetric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b1' })).toBe(0)
+      expect(await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })).toBe(0)
 
       const warnings = gw.logLines().filter((line) => Number(line.level) >= 40)
       expect(warnings.map((line) => line.msg)).toEqual([expect.stringContaining('Redis unreachable')])
