@@ -21,6 +21,7 @@ import { isErrorBody } from '../support/raw-http.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
+import { answerIsWhole } from '../support/chat-answers.js'
 
 const key = makeKey('team-load', ['chat'], { limits: { max_concurrency: 1000 } })
 const cleanups: (() => Promise<unknown>)[] = []
@@ -156,7 +157,7 @@ describeWithRedis('a Redis outage under load', () => {
           const shaped = isErrorBody({ status: response.status, headers: { 'content-type': response.headers.get('content-type') ?? '' }, body: Buffer.from(text), text })
           return { kind, result: shaped ? response.status : 'broken', detail: text }
         }
-        return { kind, result: answerIsWhole(kind, text) ? 200 : 'broken', detail: text }
+        return { kind, result: answerIsWhole(kind === 'plain' ? 'plain' : 'stream', text, EXPECTED_CONTENT) ? 200 : 'broken', detail: text }
       } catch (error) {
         if (deadline.aborted) return { kind, result: 'hung' }
         if (userAbort.signal.aborted) return { kind, result: 'aborted' }
@@ -267,18 +268,3 @@ describeWithRedis('a Redis outage under load', () => {
     expect(trafficMs).toBeLessThan(15_000)
   }, 30_000)
 })
-
-/** A 200 is whole: the completion's content, or every token of the stream and then [DONE], with no error event. */
-function answerIsWhole(kind: Kind, text: string): boolean {
-  if (kind === 'plain') {
-    const parsed = JSON.parse(text) as { choices?: { message?: { content?: string } }[] }
-    return parsed.choices?.[0]?.message?.content === EXPECTED_CONTENT
-  }
-  const events = text.split('\n\n').filter((e) => e !== '')
-  if (events.at(-1) !== 'data: [DONE]' || text.includes('"error"')) return false
-  const content = events
-    .slice(0, -1)
-    .map((e) => (JSON.parse(e.slice('data: '.length)) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? '')
-    .join('')
-  return content === EXPECTED_CONTENT
-}

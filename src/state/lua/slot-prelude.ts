@@ -97,17 +97,26 @@ local handed = {}
 
 -- Hands backend i's free slots to the head waiters: a lease in the waiter's
 -- name, a grant record, and a message to its replica (or the reply, when it is this one).
+-- A lease handed to another replica lasts no longer than that replica's
+-- heartbeat: were it dead, its waiters would otherwise keep taking slots for
+-- a TTL after its death and hold each for a TTL more. A live one renews the
+-- lease (every TTL/3) long before: its heartbeat is at most a backstop old.
 local function hand_off(i)
   local given = 0
   while count(i) < slots do
     local head = redis.call('ZRANGE', Q, 0, 0)[1]
     if not head then break end
     local id = waiter_of(head)
+    local owner = owner_of(id)
+    local expiry = now + ttl
+    if owner ~= me then
+      local beat = tonumber(redis.call('ZSCORE', OWN, owner))
+      if beat and beat > now and beat < expiry then expiry = beat end
+    end
     redis.call('ZREM', Q, head)
     redis.call('HDEL', W, id)
-    redis.call('ZADD', lease_key(i), now + ttl, id)
+    redis.call('ZADD', lease_key(i), expiry, id)
     redis.call('HSET', GR, id, names[i])
-    local owner = owner_of(id)
     if owner == me then
       handed[#handed + 1] = id
       handed[#handed + 1] = names[i]
