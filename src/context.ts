@@ -67,7 +67,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     metrics.queueDepth.inc({ model: route.name }, 0)
     for (const backend of route.backends) {
       metrics.backendUp.set({ model: route.name, backend: backend.name }, 1)
-      metrics.inflight.inc({ model: route.name, backend: backend.name }, 0)
+      metrics.inflightCounts.add(route.name, backend.name, 0)
     }
   }
   const clock = overrides.clock ?? { now: () => Date.now() }
@@ -106,8 +106,8 @@ function buildUpstreams(config: GatewayConfig): Map<UpstreamName, Upstream> {
 function admissionMetrics(metrics: Metrics): AdmissionObserver {
   return {
     queueDepth: (model, depth) => metrics.queueDepth.set({ model }, depth),
-    slotTaken: (model, backend) => metrics.inflight.inc({ model, backend }),
-    slotReleased: (model, backend) => metrics.inflight.dec({ model, backend }),
+    slotTaken: (model, backend) => metrics.inflightCounts.add(model, backend, 1),
+    slotReleased: (model, backend) => metrics.inflightCounts.add(model, backend, -1),
     waited: (model, milliseconds) => metrics.queueWait.observe({ model }, milliseconds / 1000),
   }
 }

@@ -4,6 +4,7 @@
  * ever configured names or fixed words, never raw request input.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { InflightCounts } from './inflight-counts.js'
 
 /**
  * LLM requests span milliseconds (errors, cached answers) to minutes (long
@@ -15,6 +16,7 @@ export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
   const registers = [registry]
+  const inflightCounts = new InflightCounts()
   return {
     registry,
     requestsTotal: new Counter({
@@ -37,11 +39,15 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS,
       registers,
     }),
+    inflightCounts,
     inflight: new Gauge({
       name: 'sluice_inflight_requests',
       help: 'Requests being answered by a backend right now.',
       labelNames: ['model', 'backend'] as const,
       registers,
+      collect() {
+        for (const series of inflightCounts.series()) this.set(series.labels, series.value)
+      },
     }),
     backendUp: new Gauge({
       name: 'sluice_backend_up',

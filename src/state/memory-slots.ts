@@ -33,6 +33,9 @@ interface Waiter extends QueueEntry {
   cleanup(): void
 }
 
+/** A first attempt excludes no backend (one shared set, not one per request). */
+const NO_EXCLUSIONS: ReadonlySet<string> = new Set()
+
 export class MemoryModelSlots implements ModelSlots {
   readonly #settings: ModelSlotSettings
   readonly #clock: Clock
@@ -53,7 +56,7 @@ export class MemoryModelSlots implements ModelSlots {
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
     const arrivedAt = this.#clock.now()
     if (this.#queue.size === 0) {
-      const lease = this.#grantNow(request.choose, new Set(), arrivedAt)
+      const lease = this.#grantNow(request.choose, NO_EXCLUSIONS, arrivedAt)
       if (lease !== null) return Promise.resolve(lease)
     }
     return new Promise<SlotLease>((resolve, reject) => this.#enqueue(request, arrivedAt, resolve, reject))
@@ -122,7 +125,7 @@ export class MemoryModelSlots implements ModelSlots {
   #serveQueue(): void {
     let served = false
     for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
-      const lease = this.#grantNow(head.request.choose, new Set(), head.arrivedAt)
+      const lease = this.#grantNow(head.request.choose, NO_EXCLUSIONS, head.arrivedAt)
       if (lease === null) break
       this.#queue.shift()
       head.cleanup()
