@@ -3,15 +3,13 @@ import { createHash } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const TOKEN = 'sk-lifecycle-test'
-const cleanups: (() => Promise<unknown>)[] = []
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
+const cleanups = cleanupsAfterEach()
 
 async function backend(options: Parameters<typeof startVllmStandIn>[0] = {}): Promise<VllmStandIn> {
   const standIn = await startVllmStandIn(options)

@@ -14,18 +14,16 @@ import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
 import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-http.js'
 import { scrapeMetricSum, until } from '../support/metrics.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 type Fault = (res: ServerResponse) => void
 

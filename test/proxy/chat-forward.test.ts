@@ -2,16 +2,14 @@ import { once } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 async function standIn(options: Parameters<typeof startVllmStandIn>[0] = {}): Promise<VllmStandIn> {
   const server = await startVllmStandIn(options)

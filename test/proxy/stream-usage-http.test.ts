@@ -4,18 +4,16 @@
  * adds, counts every answer's tokens in /metrics under the key's id, and logs
  * them on the access log line.
  */
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
 import { metricValue } from '../support/metrics.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-a', ['chat'])
 const other = makeKey('team-b', ['chat'])
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
   const server = await startVllmStandIn(options)

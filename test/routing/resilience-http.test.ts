@@ -6,17 +6,15 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
 import { scrapeMetric } from '../support/metrics.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
   const server = await startVllmStandIn(options)

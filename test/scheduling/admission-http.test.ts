@@ -5,17 +5,17 @@
  */
 import { once } from 'node:events'
 import { connect } from 'node:net'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
 import { scrapeMetric, untilMetric } from '../support/metrics.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
+import { nextEvents } from '../support/stand-in-events.js'
+import { seeded } from '../support/seeded-random.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
   const server = await startVllmStandIn(options)
@@ -64,37 +64,11 @@ function markerOf(received: ReceivedRequest): string {
 
 const untilQueueDepth = (gw: TestGateway, depth: number) => untilMetric(gw.url, 'sluice_queue_depth', { model: 'm' }, depth)
 
-/** Resolves with the next `count` events of that name, in order. */
-function nextEvents(backend: VllmStandIn, event: string, count: number): Promise<ReceivedRequest[]> {
-  return new Promise((resolve) => {
-    const seen: ReceivedRequest[] = []
-    const listener = (received: ReceivedRequest) => {
-      seen.push(received)
-      if (seen.length < count) return
-      backend.events.off(event, listener)
-      resolve(seen)
-    }
-    backend.events.on(event, listener)
-  })
-}
-
 /** Lets one held request answer and returns the request that took its slot. */
 async function releaseOneAndTakeNext(backend: VllmStandIn): Promise<ReceivedRequest> {
   const next = nextEvents(backend, 'held', 1)
   expect(backend.releaseHeld(1)).toBe(1)
   return (await next)[0]!
-}
-
-/** A small deterministic generator (mulberry32), so a failing run can be replayed. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 function expectRetryAfter(value: string | null, min: number, max = Number.POSITIVE_INFINITY): void {
@@ -132,7 +106,7 @@ describe('the priority queue', () => {
     // Streams pace their tokens, so requests overlap at the backend and the bound is really at stake.
     const backend = await standIn({ tokens: 3, interTokenDelayMs: 1 })
     const gw = await gateway(backend, { priority_scheduling: true, max_concurrency_per_backend: slots, queue: { max_size: 1000, max_wait_ms: 60000 } })
-    const random = seededRandom(20240611)
+    const random = seeded(20240611)
     const abortOnArrival = new Map<string, AbortController>()
     let maxInFlight = 0
     backend.events.on('request', (received: ReceivedRequest) => {

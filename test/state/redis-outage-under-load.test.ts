@@ -13,7 +13,7 @@
  */
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest } from '../../src/dev/vllm-stand-in.js'
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
@@ -22,15 +22,13 @@ import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-load', ['chat'], { limits: { max_concurrency: 1000 } })
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 const TOTAL = 300
 const WORKERS = 24

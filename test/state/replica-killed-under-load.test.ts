@@ -20,7 +20,7 @@
  */
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
@@ -28,15 +28,13 @@ import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../
 import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-kill', ['chat'], { limits: { max_concurrency: 1000 } })
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 const SLOTS = 4
 const WORKERS = 20

@@ -6,24 +6,22 @@
  * gone and its verdict lapses.
  */
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-a', ['chat'])
 const FAST_MS = 100
 /** Replica B would not look again within the test. */
 const SLOW_MS = 600_000
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 function config(prefix: string, backend: VllmStandIn, intervalMs: number): Record<string, unknown> {
   return {

@@ -6,22 +6,21 @@
  * local limits and shared state resumes when Redis returns.
  */
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { scrapeMetric, until } from '../support/metrics.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
+import { nextEvents } from '../support/stand-in-events.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups: (() => Promise<unknown>)[] = []
+const cleanups = cleanupsAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!()
-})
 
 async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
   const server = await startVllmStandIn(options)
@@ -74,19 +73,6 @@ function send(url: string, marker: string, options: { priority?: number; as?: Te
 
 function markerOf(received: ReceivedRequest): string {
   return (received.body as { messages: { content: string }[] }).messages[0]!.content
-}
-
-function nextEvents(backend: VllmStandIn, event: string, count: number): Promise<ReceivedRequest[]> {
-  return new Promise((resolve) => {
-    const seen: ReceivedRequest[] = []
-    const listener = (received: ReceivedRequest) => {
-      seen.push(received)
-      if (seen.length < count) return
-      backend.events.off(event, listener)
-      resolve(seen)
-    }
-    backend.events.on(event, listener)
-  })
 }
 
 const leasesIn = (prefix: string) => inspect.zcard(modelKeys(prefix, 'm', ['b1']).leases[0]!)
