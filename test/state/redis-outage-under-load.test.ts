@@ -19,7 +19,7 @@ import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { isErrorBody } from '../support/raw-http.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
@@ -67,14 +67,11 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 
 describeWithRedis('a Redis outage under load', () => {
   beforeAll(async () => {
-    redis = await startTestRedis()
-    inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
-    inspect.on('error', () => undefined)
+    const started = await startInspectedRedis()
+    redis = started.redis
+    inspect = started.inspect
   })
-  afterAll(async () => {
-    inspect?.disconnect()
-    await redis?.close()
-  })
+  afterAll(() => stopInspectedRedis({ redis, inspect }))
 
   it('answers every request exactly once, counts each, leaks nothing, and resumes shared state on both replicas', async (context) => {
     if (!redis.controllable) context.skip()

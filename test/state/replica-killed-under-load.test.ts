@@ -25,7 +25,7 @@ import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmS
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
@@ -127,13 +127,11 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 
 describeWithRedis('a replica killed under load', () => {
   beforeAll(async () => {
-    redis = await startTestRedis()
-    inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
+    const started = await startInspectedRedis()
+    redis = started.redis
+    inspect = started.inspect
   })
-  afterAll(async () => {
-    inspect?.disconnect()
-    await redis?.close()
-  })
+  afterAll(() => stopInspectedRedis({ redis, inspect }))
 
   it("cuts only A's clients, frees A's slots and queue entries within a lease TTL, and serves and counts all of B's", async (context) => {
     const backend = await standIn({ tokens: 3, interTokenDelayMs: 10 })

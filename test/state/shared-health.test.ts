@@ -11,8 +11,9 @@ import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
+import { scrapeMetric, until } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
 const FAST_MS = 100
@@ -45,32 +46,16 @@ async function gateway(object: Record<string, unknown>): Promise<TestGateway> {
   return { ...gw, shutdown }
 }
 
-async function backendUp(url: string): Promise<number | undefined> {
-  const text = await (await fetch(`${url}/metrics`)).text()
-  const line = text.split('\n').find((l) => l.startsWith('sluice_backend_up{') && l.includes('model="m"') && l.includes('backend="b1"'))
-  return line === undefined ? undefined : Number(line.split(' ').at(-1))
-}
-
-/** Polls until `check` holds; bounded. */
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
+const backendUp = (url: string) => scrapeMetric(url, 'sluice_backend_up', { model: 'm', backend: 'b1' })
 
 describeWithRedis('shared backend health (Redis mode)', () => {
   beforeAll(async () => {
-    redis = await startTestRedis()
-    inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
+    const started = await startInspectedRedis()
+    redis = started.redis
+    inspect = started.inspect
   })
 
-  afterAll(async () => {
-    inspect.disconnect()
-    await redis.close()
-  })
+  afterAll(() => stopInspectedRedis({ redis, inspect }))
 
   it('a backend one replica finds down is down on every replica, and back when that replica sees it recover', async () => {
     const backend = await startVllmStandIn()

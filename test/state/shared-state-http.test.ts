@@ -11,7 +11,7 @@ import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmS
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
 import { nextEvents } from '../support/stand-in-events.js'
@@ -80,15 +80,11 @@ const queuedIn = (prefix: string) => inspect.zcard(modelKeys(prefix, 'm', ['b1']
 
 describeWithRedis('Redis mode through HTTP', () => {
   beforeAll(async () => {
-    redis = await startTestRedis()
-    inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
-    // The outage case stops the server under this client too.
-    inspect.on('error', () => undefined)
+    const started = await startInspectedRedis()
+    redis = started.redis
+    inspect = started.inspect
   })
-  afterAll(async () => {
-    inspect?.disconnect()
-    await redis?.close()
-  })
+  afterAll(() => stopInspectedRedis({ redis, inspect }))
 
   describe('two replicas, one backend', () => {
     it('never has more requests at the backend than its slots, with 200 concurrent clients split across both', async () => {

@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, connect } from 'node:net'
 import { describe } from 'vitest'
+import { Redis } from 'ioredis'
 
 const externalUrl = process.env.REDIS_URL
 const required = process.env.SLUICE_REQUIRE_REDIS === '1'
@@ -68,6 +69,26 @@ export async function startTestRedis(): Promise<TestRedis> {
   }
   await start()
   return { url: `redis://127.0.0.1:${port}`, port, controllable: true, start, stop, close: stop }
+}
+
+/** A test file's redis-server and a client to look into it (quiet while the server is stopped). */
+export interface InspectedRedis {
+  readonly redis: TestRedis
+  readonly inspect: Redis
+}
+
+export async function startInspectedRedis(): Promise<InspectedRedis> {
+  const redis = await startTestRedis()
+  const inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
+  // Outage tests stop the server under this client too.
+  inspect.on('error', () => undefined)
+  return { redis, inspect }
+}
+
+/** For afterAll: either may be missing when start-up failed. */
+export async function stopInspectedRedis(started: Partial<InspectedRedis>): Promise<void> {
+  started.inspect?.disconnect()
+  await started.redis?.close()
 }
 
 /** A port nothing listens on (right now). */
