@@ -13,6 +13,7 @@ import type { Backend } from '../routing/backend.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import type { ModelSlots, SlotLease } from '../state/store.js'
 import type { HeaderMap } from './headers.js'
+import type { ClientDeparture } from './client-departure.js'
 import { UpstreamCall, type UpstreamHeaders } from './upstream-call.js'
 
 export interface ChatAnswer {
@@ -42,7 +43,7 @@ export interface ChatDispatch {
   readonly payload: string
   readonly headers: HeaderMap
   /** Aborted when the client goes away: leaves the queue. */
-  readonly signal: AbortSignal
+  readonly signal: ClientDeparture
   /** Called with each exchange started, so the caller can abort it when the client leaves. */
   readonly onCall: (call: UpstreamCall) => void
   readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void

@@ -16,6 +16,7 @@ import type { BackendStats } from '../routing/balancers/balancer.js'
 import { dispatchChat, type AttemptOutcome, type ChatAnswer } from './chat-dispatch.js'
 import type { PassiveFailure } from '../routing/health-state.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
+import { ClientDeparture } from './client-departure.js'
 import { SseRelay } from './sse-relay.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
 import type { UpstreamCall } from './upstream-call.js'
@@ -33,12 +34,12 @@ export interface ChatForward {
 }
 
 export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward): Promise<FastifyReply> {
-  const client = new AbortController()
+  const client = new ClientDeparture()
   let call: UpstreamCall | null = null
   reply.raw.on('close', () => {
     if (reply.raw.writableFinished) return
-    client.abort()
-    call?.abort(client.signal.reason as Error)
+    client.depart()
+    call?.abort(client.reason!)
   })
   let answer: ChatAnswer
   try {
@@ -50,7 +51,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       priority: job.priority,
       payload: JSON.stringify(job.upstreamBody),
       headers: upstreamRequestHeaders(request, job.requestId),
-      signal: client.signal,
+      signal: client,
       onCall: (started) => {
         call = started
       },
@@ -63,7 +64,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     })
   } catch (error) {
     job.ticket.release()
-    if (client.signal.aborted) return reply.hijack()
+    if (client.aborted) return reply.hijack()
     throw refusalToError(error, ctx.metrics)
   }
   request.facts.backend = answer.backend.name
@@ -84,7 +85,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     body = await answer.call.readAll()
   } catch (error) {
     settle(null)
-    if (client.signal.aborted) return reply.hijack()
+    if (client.aborted) return reply.hijack()
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
     throw brokenAnswerError(reason, `backend "${answer.backend.name}"`, error)

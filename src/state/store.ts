@@ -22,10 +22,21 @@ export class AdmissionRefused extends Error {
   }
 }
 
+/**
+ * What a queue reads of "the client went away". An AbortSignal is one; the
+ * chat path passes a lighter ClientDeparture (src/proxy/client-departure.ts).
+ */
+export interface DepartureSignal {
+  readonly aborted: boolean
+  readonly reason: unknown
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void
+  removeEventListener(type: 'abort', listener: () => void): void
+}
+
 export interface SlotRequest {
   readonly priority: number
   /** Aborted when the client goes away: the request leaves the queue. */
-  readonly signal: AbortSignal
+  readonly signal: DepartureSignal
   /** Picks one backend among those with a free slot (the balancer). */
   readonly choose: (candidates: readonly string[]) => string
 }

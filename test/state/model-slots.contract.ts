@@ -9,6 +9,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type SlotLease, type SlotRequest } from '../../src/state/store.js'
+import { ClientDeparture } from '../../src/proxy/client-departure.js'
 
 /** What a ModelSlots implementation is built from (the shape of MemoryModelSlots' settings). */
 export interface ModelSlotsContractSettings {
@@ -399,6 +400,24 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       expect(staying.state).toBe('granted')
       expect(slots.inFlight('a')).toBe(1)
       expect(observer.of('slotTaken')).toHaveLength(2)
+    })
+
+    it('the chat path’s ClientDeparture serves as the signal: the waiter leaves with its reason', async () => {
+      const slots = await open()
+      const lease = await hold(slots)
+      const client = new ClientDeparture()
+      const leaving = acquire(slots, 'leaving', 0, { signal: client })
+      await flush()
+      expect(slots.queueDepth()).toBe(1)
+
+      client.depart()
+      await leaving.settled
+      expect(leaving.state).toBe('rejected')
+      expect(leaving.error).toBe(client.reason)
+      expect((leaving.error as Error).name).toBe('AbortError')
+      expect(slots.queueDepth()).toBe(0)
+      lease.release()
+      expect(slots.inFlight('a')).toBe(0)
     })
 
     it('an already aborted signal is refused with its reason, even with a slot free', async () => {
