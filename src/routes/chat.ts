@@ -34,7 +34,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
     throw new GatewayError(code, `${violation.param} ${violation.message}.`, { param: violation.param })
   }
 
-  const requestId = resolveRequestId(ctx, request, body)
+  const requestId = resolveRequestId(request, body)
   request.facts.requestId = requestId
   reply.header('x-request-id', requestId)
   const { body: upstreamBody, injected } = withStreamUsage(normalizeChat(body, route.settings.served_name, requestId))
@@ -53,9 +53,10 @@ function resolveModel(ctx: GatewayContext, requested: string | null | undefined)
   throw new GatewayError('model_not_found', `Model "${shown}" is not served here. Known models: ${known}.`, { param: 'model' })
 }
 
-function resolveRequestId(ctx: GatewayContext, request: FastifyRequest, body: ChatCompletionBody): string {
+function resolveRequestId(request: FastifyRequest, body: ChatCompletionBody): string {
   const header = request.headers['x-request-id']
-  const choice = chooseRequestId(typeof header === 'string' ? header : header?.join(','), body.request_id, ctx.newId)
+  // Reached only without a usable header, when app.ts's genReqId has already made a fresh id: reuse it.
+  const choice = chooseRequestId(typeof header === 'string' ? header : header?.join(','), body.request_id, () => request.id)
   if (choice.ok) return choice.id
   const rule = 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : -'
   if (choice.source === 'header') throw new GatewayError('invalid_request_id', `The X-Request-Id header ${rule}.`)

@@ -422,6 +422,14 @@ describe('chat validation: valid edge values reach the backend', () => {
     expect(first.res.headers.get('x-request-id')).not.toBe(second.res.headers.get('x-request-id'))
   })
 
+  it('treats an empty X-Request-Id header as absent: one generated id in the answer, the body and upstream', async () => {
+    const { res, received } = await expectForwarded(BASE, { headers: { 'x-request-id': '' } })
+    const requestId = res.headers.get('x-request-id')
+    expect(requestId).toMatch(REQUEST_ID)
+    expect(bodyOf(received).request_id).toBe(requestId)
+    expect(received.headers['x-request-id']).toBe(requestId)
+  })
+
   it('copies a lone max_tokens to max_completion_tokens and keeps it', async () => {
     const { received } = await expectForwarded(on({ max_tokens: 7 }))
     expect(bodyOf(received).max_completion_tokens).toBe(7)
