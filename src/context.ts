@@ -8,6 +8,7 @@ import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
 import { BearerKeyring } from './auth/bearer.js'
 import type { Authenticators } from './auth/authenticate.js'
+import { ProvenCredentials } from './auth/proven-credentials.js'
 import { createMetrics, type Metrics } from './metrics/registry.js'
 import { buildModelRoutes, type ModelRoute } from './routing/model-route.js'
 import { BasicUserStore } from './auth/basic.js'
@@ -86,7 +87,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     metrics,
     models,
     upstreams,
-    authenticators: { bearer: new BearerKeyring(config.auth.keys), basic: (username, password) => users.verify(username, password) },
+    authenticators: { bearer: new BearerKeyring(config.auth.keys), proven: new ProvenCredentials(), basic: (username, password) => users.verify(username, password) },
     async close() {
       monitor.stop()
       await Promise.all([...[...models.values()].map((m) => m.close()), ...[...upstreams.values()].map((u) => u.close()), state.disconnect()])

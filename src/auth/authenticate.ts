@@ -7,10 +7,13 @@
 import { GatewayError } from '../errors/gateway-error.js'
 import { parseAuthorization } from './authorization-header.js'
 import type { BearerKeyring } from './bearer.js'
+import type { ProvenCredentials } from './proven-credentials.js'
 import type { AuthRequirement, Principal } from './principal.js'
 
 export interface Authenticators {
   readonly bearer: BearerKeyring
+  /** What each connection already proved (this generation's keys and users). */
+  readonly proven: ProvenCredentials
   /** Basic credential check; null when no users are configured or not yet supported. */
   readonly basic: ((username: string, password: string) => Promise<Principal | null>) | null
 }
@@ -47,7 +50,8 @@ export function authenticate(header: string | undefined, requirement: AuthRequir
   return findUser(parsed.credentials, authenticators).then((principal) => admitted(principal, requirement))
 }
 
-function admitted(principal: Principal | null, requirement: AuthRequirement): Principal {
+/** The principal if it may use the route (403 without its scope), 401 for none. */
+export function admitted(principal: Principal | null, requirement: AuthRequirement): Principal {
   if (principal === null) {
     throw unauthorized(requirement, 'invalid_credentials', requirement.scheme === 'bearer' ? 'Invalid API key.' : 'Invalid username or password.')
   }

@@ -2,11 +2,12 @@
  * A route-level `onRequest` hook: authenticate before the body is even read.
  * Node keeps only the first of several Authorization headers; a proxy in
  * front might read the last, so a request carrying more than one is refused
- * rather than have the two disagree about who is calling.
+ * rather than have the two disagree about who is calling. A header its
+ * connection already proved is not checked again (proven-credentials.ts).
  */
 import type { onRequestHookHandler } from 'fastify'
 import type { Authenticators } from './authenticate.js'
-import { authenticate, duplicateCredentials } from './authenticate.js'
+import { admitted, authenticate, duplicateCredentials } from './authenticate.js'
 import type { AuthRequirement, Principal } from './principal.js'
 
 export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement): onRequestHookHandler {
@@ -16,21 +17,28 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
       done(duplicateCredentials(requirement))
       return
     }
+    const header = request.headers.authorization
+    const connection = request.raw.socket
+    const known = header === undefined ? null : authenticators.proven.recall(connection, header, requirement.scheme)
     let outcome: Principal | Promise<Principal>
     try {
-      outcome = authenticate(request.headers.authorization, requirement, authenticators)
+      outcome = known !== null ? admitted(known, requirement) : authenticate(header, requirement, authenticators)
     } catch (error) {
       done(error as Error)
       return
     }
+    const proven = (principal: Principal) => {
+      request.facts.principal = principal
+      if (known === null) authenticators.proven.remember(connection, header!, requirement.scheme, principal)
+    }
     if (!(outcome instanceof Promise)) {
-      request.facts.principal = outcome
+      proven(outcome)
       done()
       return
     }
     outcome.then(
       (principal) => {
-        request.facts.principal = principal
+        proven(principal)
         done()
       },
       (error: unknown) => done(error as Error),
