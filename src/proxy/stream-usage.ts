@@ -57,8 +57,14 @@ const NULL_CLOSE = Buffer.from('null}')
 const COMMA = 0x2c
 const LF = 0x0a
 
+/** How nearly every chunk of a stream with include_usage ends, as vLLM writes it: one line, LF-framed. */
+const NULL_USAGE_TAIL = Buffer.from(',"usage":null}\n\n')
+/** What is left of that tail once `,"usage":null` is cut out. */
+const CLOSE_EVENT = Buffer.from('}\n\n')
+
 /** Looks at one whole SSE event. Cheap for the common cases: no `"usage":` in it, or a trailing `"usage":null`. */
 export function inspectEvent(event: Buffer, stripInjectedUsage: boolean): EventVerdict {
+  if (endsInNullUsage(event)) return { forward: stripInjectedUsage ? withoutNullUsage(event) : event, usage: null }
   const at = event.indexOf(USAGE_KEY)
   if (at < 0) return { forward: event, usage: null }
   const nullUsageEnd = trailingNullUsageEnd(event, at)
@@ -81,6 +87,28 @@ export function inspectEvent(event: Buffer, stripInjectedUsage: boolean): EventV
   if (usage !== null && Array.isArray(choices) && choices.length === 0) return { forward: null, usage }
   if (usage === null && TRAILING_NULL_USAGE.test(text)) return { forward: Buffer.from(text.replace(TRAILING_NULL_USAGE, '}$1')), usage: null }
   return { forward: event, usage }
+}
+
+/**
+ * The event is one line ending in `,"usage":null}` + LF LF and holds no
+ * other `"usage":`. It runs for every streamed chunk, so the tail is
+ * compared byte by byte before anything scans the event; other framings
+ * (CRLF) take trailingNullUsageEnd's path.
+ */
+function endsInNullUsage(event: Buffer): boolean {
+  const tailAt = event.length - NULL_USAGE_TAIL.length
+  if (tailAt < 0) return false
+  for (let i = 0; i < NULL_USAGE_TAIL.length; i++) if (event[tailAt + i] !== NULL_USAGE_TAIL[i]) return false
+  return event.indexOf(LF) === event.length - 2 && event.indexOf(USAGE_KEY) === tailAt + 1
+}
+
+/** The event with its trailing `,"usage":null` cut out. */
+function withoutNullUsage(event: Buffer): Buffer {
+  const keep = event.length - NULL_USAGE_TAIL.length
+  const out = Buffer.allocUnsafe(keep + CLOSE_EVENT.length)
+  event.copy(out, 0, 0, keep)
+  CLOSE_EVENT.copy(out, keep)
+  return out
 }
 
 /**

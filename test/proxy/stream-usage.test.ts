@@ -42,6 +42,20 @@ describe('inspectEvent', () => {
     expect(stripped.forward?.toString('utf8')).toBe(contentChunk)
   })
 
+  it('strips the trailing ,"usage":null of an event held in a larger buffer without touching that buffer', () => {
+    const whole = event(`${contentChunkWithNullUsage}${contentChunkWithNullUsage}`)
+    const before = Buffer.from(whole)
+    const first = whole.subarray(0, contentChunkWithNullUsage.length)
+    expect(inspectEvent(first, true).forward?.toString('utf8')).toBe(contentChunk)
+    expect(whole.equals(before)).toBe(true)
+  })
+
+  it('takes the same verdict when a second "usage": comes before the trailing null one (no shortcut then)', () => {
+    const nested = `data: {${header},"meta":{"usage":1},"usage":null}\n\n`
+    expect(inspectEvent(event(nested), false)).toEqual({ forward: event(nested), usage: null })
+    expect(inspectEvent(event(nested), true).forward?.toString('utf8')).toBe(`data: {${header},"meta":{"usage":1}}\n\n`)
+  })
+
   it('keeps the line ending of an event whose trailing "usage":null it removes', () => {
     const crlf = contentChunkWithNullUsage.replace(/\n\n$/, '\r\n\r\n')
     expect(inspectEvent(event(crlf), true).forward?.toString('utf8')).toBe(contentChunk.replace(/\n\n$/, '\r\n\r\n'))
