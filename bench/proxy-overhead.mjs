@@ -1,6 +1,8 @@
 // What the gateway adds over talking to the backend directly, side by side in
 // one run, with nginx proxy_pass (upstream keepalive) as the reference when
-// installed. Loopback only; about two minutes.
+// installed, and a bare Node proxy (bench/servers/bare-proxy.mjs: node:http +
+// undici, nothing else) as the floor any Node gateway starts from.
+// Loopback only; about two and a half minutes.
 //   (a) max throughput: 64 connections, small non-streaming chat body
 //   (b) open loop at a fixed rate: p50/p99 and the latency the target adds
 //   (c) streaming: 16 tokens, 5 ms apart: time to first and last byte, req/s
@@ -26,18 +28,20 @@ const STREAM_BODY = JSON.stringify({ model: 'bench', stream: true, messages: [{ 
 
 /**
  * direct, gateway (log level warn: no access log), gateway_logged (info: one
- * access line per request, to a file, as operators run it) and nginx.
+ * access line per request, to a file, as operators run it), node_floor (the
+ * bare Node proxy) and nginx.
  */
 async function startTargets(backendEnv) {
   const backend = await startChildServer('bench/servers/backend.mjs', [], backendEnv)
   const gateway = await startChildServer('bench/servers/gateway.mjs', [backend.url, 'admission'])
   const accessLog = join(tmpdir(), `sluice-bench-access-${process.pid}.log`)
   const logged = await startChildServer('bench/servers/gateway.mjs', [backend.url, 'admission'], { BENCH_ACCESS_LOG: accessLog })
+  const floor = await startChildServer('bench/servers/bare-proxy.mjs', [backend.url])
   const nginx = nginxAvailable() ? await startNginx(backend.url) : null
-  const targets = { direct: backend.url, gateway: gateway.url, gateway_logged: logged.url, ...(nginx ? { nginx: nginx.url } : {}) }
-  const processes = { gateway, gateway_logged: logged }
+  const targets = { direct: backend.url, gateway: gateway.url, gateway_logged: logged.url, node_floor: floor.url, ...(nginx ? { nginx: nginx.url } : {}) }
+  const processes = { gateway, gateway_logged: logged, node_floor: floor }
   const stop = async () => {
-    await Promise.all([backend.stop(), gateway.stop(), logged.stop(), nginx?.stop()])
+    await Promise.all([backend.stop(), gateway.stop(), logged.stop(), floor.stop(), nginx?.stop()])
     await rm(accessLog, { force: true })
   }
   return { targets, processes, stop }
@@ -94,6 +98,7 @@ async function runOnce() {
     gateway: {
       cpu_seconds_per_1000_requests: perThousand(throughput.gateway),
       cpu_seconds_per_1000_requests_logged: perThousand(throughput.gateway_logged),
+      node_floor_cpu_seconds_per_1000_requests: perThousand(throughput.node_floor),
       rss_mb_after: gatewayRssMb,
     },
   }
@@ -122,6 +127,7 @@ const summary = {
   gateway: {
     cpu_seconds_per_1000_requests: med((r) => r.gateway.cpu_seconds_per_1000_requests),
     cpu_seconds_per_1000_requests_logged: med((r) => r.gateway.cpu_seconds_per_1000_requests_logged),
+    node_floor_cpu_seconds_per_1000_requests: med((r) => r.gateway.node_floor_cpu_seconds_per_1000_requests),
     rss_mb_after: med((r) => r.gateway.rss_mb_after),
   },
 }
@@ -130,6 +136,8 @@ summary.ratios = {
   gateway_to_direct: med((r) => ratio(r.throughput.gateway.rps, r.throughput.direct.rps)),
   gateway_to_nginx: med((r) => ratio(r.throughput.gateway.rps, r.throughput.nginx?.rps)),
   gateway_logged_to_nginx: med((r) => ratio(r.throughput.gateway_logged.rps, r.throughput.nginx?.rps)),
+  node_floor_to_nginx: med((r) => ratio(r.throughput.node_floor.rps, r.throughput.nginx?.rps)),
+  gateway_to_node_floor: med((r) => ratio(r.throughput.gateway.rps, r.throughput.node_floor.rps)),
 }
 const result = {
   date: new Date().toISOString(),
@@ -150,7 +158,7 @@ console.log(`(a) max throughput, 64 connections, ${SECONDS} s`)
 for (const n of names) {
   console.log(`  ${n.padEnd(15)} ${fmt(t[n].rps, 0).padStart(7)} req/s (x${fmt(ratio(t[n].rps, t.direct.rps), 2)})  p50 ${fmt(t[n].p50_ms)} ms  p99 ${fmt(t[n].p99_ms)} ms  non-2xx ${t[n].non2xx}`)
 }
-console.log(`  gateway / nginx x${fmt(summary.ratios.gateway_to_nginx, 2)} (target >= 0.5), with access log x${fmt(summary.ratios.gateway_logged_to_nginx, 2)}`)
+console.log(`  gateway / nginx x${fmt(summary.ratios.gateway_to_nginx, 2)} (target >= 0.5), with access log x${fmt(summary.ratios.gateway_logged_to_nginx, 2)}; node_floor / nginx x${fmt(summary.ratios.node_floor_to_nginx, 2)}`)
 console.log(`(b) open loop, ${RATE} req/s for ${SECONDS} s`)
 for (const [n, f] of Object.entries(summary.fixed_rate)) {
   console.log(`  ${n.padEnd(15)} p50 ${fmt(f.p50_ms, 2)} ms  p99 ${fmt(f.p99_ms, 2)} ms  added p50 ${fmt(f.added_p50_ms, 2)} ms  added p99 ${fmt(f.added_p99_ms, 2)} ms  errors ${f.errors} non-2xx ${f.non2xx}`)
@@ -161,5 +169,5 @@ for (const [n, st] of Object.entries(summary.streaming)) {
   console.log(`  ${n.padEnd(15)} first byte p50 ${fmt(st.ttfb_p50_ms, 2)} ms (added ${fmt(st.added_ttfb_p50_ms, 2)})  last byte p50 ${fmt(st.ttlb_p50_ms, 2)} ms  ${fmt(st.rps, 0)} req/s${cpu}`)
 }
 const g = summary.gateway
-console.log(`(d) gateway: ${fmt(g.cpu_seconds_per_1000_requests, 3)} CPU s per 1,000 requests (${fmt(g.cpu_seconds_per_1000_requests_logged, 3)} with the access log), RSS ${fmt(g.rss_mb_after, 0)} MiB after the run`)
+console.log(`(d) gateway: ${fmt(g.cpu_seconds_per_1000_requests, 3)} CPU s per 1,000 requests (${fmt(g.cpu_seconds_per_1000_requests_logged, 3)} with the access log; node_floor ${fmt(g.node_floor_cpu_seconds_per_1000_requests, 3)}), RSS ${fmt(g.rss_mb_after, 0)} MiB after the run`)
 if (!result.machine.nginx) console.log('nginx not installed: apt-get install nginx-light to add the reference column')
