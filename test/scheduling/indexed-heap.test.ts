@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest'
 import { IndexedHeap, type HeapEntry } from '../../src/scheduling/indexed-heap.js'
+import { seeded } from '../support/seeded-random.js'
 
 interface Item extends HeapEntry {
   readonly key: number
@@ -14,17 +15,6 @@ function item(key: number, id: number): Item {
 const lessThan = (a: Item, b: Item): boolean => (a.key !== b.key ? a.key < b.key : a.id < b.id)
 const compare = (a: Item, b: Item): number => (lessThan(a, b) ? -1 : lessThan(b, a) ? 1 : 0)
 
-/** mulberry32: a small seeded PRNG, so a failing run can be replayed. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function smallest(items: readonly Item[]): Item | undefined {
   let best: Item | undefined
@@ -126,7 +116,7 @@ describe('IndexedHeap', () => {
   })
 
   it.each([1, 2, 3, 42, 2024])('matches a sorted-array model over thousands of random operations (seed %i)', (seed) => {
-    const random = prng(seed)
+    const random = seeded(seed)
     const heap = new IndexedHeap<Item>(lessThan)
     let model: Item[] = []
     let nextId = 0
@@ -155,7 +145,7 @@ describe('IndexedHeap', () => {
   })
 
   it('stays correct at 10,000 entries with half removed from arbitrary positions', () => {
-    const random = prng(7)
+    const random = seeded(7)
     const heap = new IndexedHeap<Item>(lessThan)
     const items = Array.from({ length: 10_000 }, (_, id) => item(Math.floor(random() * 1000), id))
     for (const i of items) heap.push(i)

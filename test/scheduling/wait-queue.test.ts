@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest'
 import { WaitQueue, evictedBefore, servedBefore, type QueueEntry } from '../../src/scheduling/wait-queue.js'
+import { seeded } from '../support/seeded-random.js'
 
 interface Entry extends QueueEntry {
   readonly label: string
@@ -9,17 +10,6 @@ function entry(priority: number, seq: number, label = `p${priority}#${seq}`): En
   return { priority, seq, label, positions: new Map() }
 }
 
-/** mulberry32: a small seeded PRNG, so a failing run can be replayed. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** The model's own orders, written out independently of the code under test. */
 function modelServed(a: Entry, b: Entry): boolean {
@@ -145,7 +135,7 @@ describe('WaitQueue', () => {
   })
 
   it.each([11, 12, 13])('matches a model for peek and worst over thousands of random operations (seed %i)', (seed) => {
-    const random = prng(seed)
+    const random = seeded(seed)
     const queue = new WaitQueue<Entry>()
     let model: Entry[] = []
     let seq = 0
@@ -182,7 +172,7 @@ describe('WaitQueue', () => {
   })
 
   it('stays correct at 10,000 waiters with half leaving from arbitrary positions', () => {
-    const random = prng(99)
+    const random = seeded(99)
     const queue = new WaitQueue<Entry>()
     const entries = Array.from({ length: 10_000 }, (_, seq) => entry(Math.floor(random() * 50), seq))
     for (const e of entries) queue.push(e)

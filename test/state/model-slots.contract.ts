@@ -10,6 +10,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type SlotLease, type SlotRequest } from '../../src/state/store.js'
 import { ClientDeparture } from '../../src/proxy/client-departure.js'
+import { seeded } from '../support/seeded-random.js'
 
 /** What a ModelSlots implementation is built from (the shape of MemoryModelSlots' settings). */
 export interface ModelSlotsContractSettings {
@@ -142,17 +143,6 @@ function refusal(error: unknown): AdmissionRefused {
   return error as AdmissionRefused
 }
 
-/** mulberry32: a small seeded PRNG, so a failing run can be replayed. */
-function prng(seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 export function describeModelSlotsContract(name: string, create: CreateModelSlots, options: ModelSlotsContractOptions = {}): void {
   const fakeTimers = options.fakeTimers ?? false
@@ -605,7 +595,7 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
     })
 
     it.each([101, 202, 303])('survives 500 random acquires, aborts and releases in any order (seed %i)', async (seed) => {
-      const random = prng(seed)
+      const random = seeded(seed)
       const backends = ['a', 'b', 'c']
       const slotsPerBackend = 2
       const slots = await open({ backends, slotsPerBackend, maxQueue: 40, maxWaitMs: fakeTimers ? 3000 : LONG_WAIT_MS })
