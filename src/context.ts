@@ -18,6 +18,7 @@ import type { AdmissionState } from './state/memory-state.js'
 import { buildAdmissionState } from './state/admission-state.js'
 import type { RedisTimings } from './state/redis-link.js'
 import type { AdmissionObserver } from './state/store.js'
+import type { SlotPeers } from './state/slot-peers.js'
 import { BackendMonitor } from './routing/backend-monitor.js'
 import { LOCAL_HEALTH_BOARD } from './state/health-board.js'
 
@@ -56,6 +57,8 @@ export interface ContextOverrides {
   readonly state?: AdmissionState
   /** Redis mode's lease, heartbeat and budget timings (tests shorten them). */
   readonly redisTimings?: RedisTimings
+  /** The other generations' slots on the same backends (memory mode, during a reload). [none] */
+  readonly slotPeers?: SlotPeers
 }
 
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
@@ -73,7 +76,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   }
   const clock = overrides.clock ?? { now: () => Date.now() }
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
-  const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings)
+  const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings, overrides.slotPeers)
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD
   const monitor = new BackendMonitor(models, clock, metrics, logger, { wake: (model) => state.slots.get(model)?.wake(), board })
   return {

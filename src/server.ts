@@ -16,6 +16,7 @@ import type { GatewayConfig } from './config/resolve.js'
 import type { ContextOverrides, GatewayContext } from './context.js'
 import { trackConnections } from './connection-drain.js'
 import { startGeneration, type Generation } from './generation.js'
+import { generationPeers } from './generation-peers.js'
 import { answerParserError } from './errors/parser-refusal.js'
 import { createMetrics } from './metrics/registry.js'
 import { startMetricsListener } from './metrics-listener.js'
@@ -36,9 +37,17 @@ export interface RunningGateway {
 
 export async function startGateway(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): Promise<RunningGateway> {
   const metrics = overrides.metrics ?? createMetrics()
-  const withMetrics = { ...overrides, metrics }
-  let current = await startGeneration(config, logger, withMetrics)
   const retiring = new Set<Generation>()
+  // Every generation still answering requests: they count each other's slots (generation-peers.ts).
+  let live: readonly Generation[] = []
+  const start = async (next: GatewayConfig): Promise<Generation> => {
+    let self: Generation | null = null
+    const slotPeers = generationPeers(() => self, () => live)
+    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers })
+    return self
+  }
+  let current = await start(config)
+  live = [current]
   // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
   const server = createServer({ requireHostHeader: false }, (request, response) => current.handle(request, response))
   const connections = trackConnections(server)
@@ -58,15 +67,19 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   async function reload(next: GatewayConfig): Promise<void> {
     if (closing !== null) throw new Error('the gateway is shutting down')
     warnAboutListenerChanges(logger, current.config, next)
-    const fresh = await startGeneration(next, logger, withMetrics)
+    const fresh = await start(next)
     const old = current
     current = fresh
     retiring.add(old)
+    live = [current, ...retiring]
     void old
       .idle()
       .then(() => old.close())
       .catch((error: unknown) => logger.error({ err: error }, 'closing the previous configuration failed'))
-      .finally(() => retiring.delete(old))
+      .finally(() => {
+        retiring.delete(old)
+        live = [current, ...retiring]
+      })
   }
 
   async function shutdown(): Promise<void> {

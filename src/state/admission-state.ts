@@ -6,6 +6,7 @@ import type { Metrics } from '../metrics/registry.js'
 import { buildMemoryState, type AdmissionState } from './memory-state.js'
 import type { RedisTimings } from './redis-link.js'
 import { buildRedisState } from './redis-state.js'
+import { NO_PEERS, type SlotPeers } from './slot-peers.js'
 import type { AdmissionObserver } from './store.js'
 
 const REDIS_UP = 'sluice_redis_up'
@@ -18,12 +19,13 @@ export function buildAdmissionState(
   logger: Logger,
   metrics: Metrics,
   redisTimings: RedisTimings = {},
+  peers: SlotPeers = NO_PEERS,
 ): AdmissionState {
   const { registry, redisUp } = metrics
   if (config.state.kind !== 'redis') {
     // DESIGN.md: sluice_redis_up exists in redis mode; a memory gateway has no Redis to be down.
     registry.removeSingleMetric(REDIS_UP)
-    return buildMemoryState(config, usable, clock, observer)
+    return buildMemoryState(config, usable, clock, observer, peers)
   }
   if (registry.getSingleMetric(REDIS_UP) === undefined) registry.registerMetric(redisUp)
   return buildRedisState(config, usable, clock, observer, logger, metrics, redisTimings)

@@ -23,6 +23,8 @@ export interface ModelSlotSettings {
    * the backend's slots too. [none]
    */
   readonly elsewhere?: (backend: string) => number
+  /** Called when a slot was freed and this queue served: another store may have a taker. [none] */
+  readonly onFreed?: () => void
 }
 
 interface Waiter extends QueueEntry {
@@ -145,6 +147,7 @@ export class MemoryModelSlots implements ModelSlots {
     return observedLease({ model, backend, arrivedAt }, this.#clock, this.#observer, () => {
       this.#inFlight.set(backend, this.inFlight(backend) - 1)
       this.#serveQueue()
+      this.#settings.onFreed?.()
     })
   }
 

@@ -4,6 +4,7 @@ import type { HealthBoard } from './health-board.js'
 import type { GatewayConfig } from '../config/resolve.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import { MemoryModelSlots, type ModelSlotSettings } from './memory-slots.js'
+import { NO_PEERS, type SlotPeers } from './slot-peers.js'
 import type { AdmissionObserver, KeyLimiter, ModelSlots } from './store.js'
 
 export interface AdmissionState {
@@ -36,9 +37,19 @@ export function buildMemoryState(
   usable: (model: string, backend: string) => boolean,
   clock: Clock,
   observer: AdmissionObserver,
+  peers: SlotPeers = NO_PEERS,
 ): AdmissionState {
   const slots = new Map<string, ModelSlots>()
-  for (const model of config.models) slots.set(model.name, new MemoryModelSlots(modelSlotSettings(model, usable), clock, observer))
+  for (const model of config.models) {
+    const urls = new Map(model.backends.map((b) => [b.name, b.url]))
+    const settings = {
+      ...modelSlotSettings(model, usable),
+      // Another generation's requests on the same backend count against its slots (after a reload).
+      elsewhere: (backend: string) => peers.held(model.name, backend, urls.get(backend) ?? ''),
+      onFreed: () => peers.freed(model.name),
+    }
+    slots.set(model.name, new MemoryModelSlots(settings, clock, observer))
+  }
   return {
     slots,
     keys: new MemoryKeyLimiter(clock),

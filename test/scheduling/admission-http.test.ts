@@ -7,8 +7,8 @@ import { once } from 'node:events'
 import { connect } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
-import { scrapeMetric, untilMetric } from '../support/metrics.js'
+import { configFrom, makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
+import { scrapeMetric, until, untilMetric } from '../support/metrics.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
 import { nextEvents } from '../support/stand-in-events.js'
 import { seeded } from '../support/seeded-random.js'
@@ -377,6 +377,45 @@ describe('streams', () => {
     expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true)
     expect((await waiting).status).toBe(200)
     expect(await arrival).toEqual({ chunks: tokens, answered: ['stream'] })
+  })
+})
+
+describe('a reload', () => {
+  it('counts the slots the previous configuration still holds: the backend never gets more than its slots', async () => {
+    const backend = await standIn({ hold: true, tokens: 2 })
+    const settings = {
+      server: { port: 0, shutdown_grace_ms: 1000 },
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', served_name: 'stand-in-model', max_concurrency_per_backend: 1, backends: [{ url: backend.url, name: 'b1' }] }],
+    }
+    const gw = await startTestGateway(settings)
+    cleanups.push(() => gw.shutdown())
+    let mostHeld = 0
+    backend.events.on('held', () => (mostHeld = Math.max(mostHeld, backend.heldCount())))
+    const queuedHere = (depth: number) => until(() => gw.context.state.slots.get('m')!.queueDepth() === depth, `a queue depth of ${depth}`)
+
+    const aHeld = nextEvents(backend, 'held', 1)
+    const a = send(gw, 'a')
+    await aHeld
+    const b = send(gw, 'b')
+    await queuedHere(1)
+    await gw.reload(configFrom(settings))
+    // The new configuration counts a's slot: c waits although its own store holds none.
+    const c = send(gw, 'c')
+    await queuedHere(1)
+    expect(backend.heldCount()).toBe(1)
+
+    // a ends: the old configuration's own waiter goes first, and c still waits for b.
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('b')
+    expect(backend.heldCount()).toBe(1)
+    expect(gw.context.state.slots.get('m')!.queueDepth()).toBe(1)
+    // b ends with no one left in the old queue: the freed slot goes to c in the new one.
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('c')
+    backend.releaseHeld(1)
+
+    expect((await Promise.all([a, b, c])).map((r) => r.status)).toEqual([200, 200, 200])
+    expect(backend.received.map(markerOf)).toEqual(['a', 'b', 'c'])
+    expect(mostHeld).toBe(1)
   })
 })
 

@@ -7,7 +7,8 @@ import { buildAdmissionState } from '../../src/state/admission-state.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { buildMemoryState } from '../../src/state/memory-state.js'
 import { MemoryModelSlots } from '../../src/state/memory-slots.js'
-import { AdmissionRefused } from '../../src/state/store.js'
+import type { SlotPeers } from '../../src/state/slot-peers.js'
+import { AdmissionRefused, type ModelSlots } from '../../src/state/store.js'
 import { describeKeyLimiterContract } from './key-limiter.contract.js'
 import { describeModelSlotsContract, RecordingObserver } from './model-slots.contract.js'
 
@@ -98,6 +99,35 @@ describe('buildMemoryState', () => {
     lease.release()
     expect(slots.inFlight('a')).toBe(0)
     slots.close()
+  })
+
+  it('counts a peer state’s leases on the same backend and hands it a slot its own queue does not take', async () => {
+    // Two generations of one process after a reload: each state is the other's peer.
+    const states: ReturnType<typeof buildMemoryState>[] = []
+    const peerOf = (self: number): SlotPeers => ({
+      held: (model, backend) => states[1 - self]!.slots.get(model)!.inFlight(backend),
+      freed: (model) => states[1 - self]!.slots.get(model)!.wake(),
+    })
+    states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(0)))
+    states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(1)))
+    const [old, fresh] = states.map((state) => state.slots.get('small')!) as [ModelSlots, ModelSlots]
+    const acquire = (slots: ModelSlots) => slots.acquire({ priority: 0, signal: new AbortController().signal, choose })
+
+    const s1 = await acquire(old)
+    const s2 = await acquire(old)
+    expect([s1.backend, s2.backend]).toEqual(['s1', 's2'])
+    // Both backends are full with the old state's requests: the fresh one queues.
+    const waiting = acquire(fresh)
+    expect(fresh.queueDepth()).toBe(1)
+    s1.release()
+    const lease = await waiting
+    expect(lease.backend).toBe('s1')
+    // And the old one counts the fresh one's lease.
+    const oldWaiting = acquire(old)
+    expect(old.queueDepth()).toBe(1)
+    lease.release()
+    expect((await oldWaiting).backend).toBe('s1')
+    for (const state of states) state.close()
   })
 
   it('shares one key limiter across models', async () => {

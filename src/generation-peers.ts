@@ -1,0 +1,29 @@
+/**
+ * The slot peers of one generation (state/slot-peers.ts): every other
+ * generation still answering requests on the listener. Only memory-mode
+ * stores need them; in Redis mode the leases of all generations live in
+ * Redis already.
+ */
+import type { Generation } from './generation.js'
+import type { SlotPeers } from './state/slot-peers.js'
+
+/** `self` is read at call time: the generation does not exist yet when its peers are made. */
+export function generationPeers(self: () => Generation | null, live: () => readonly Generation[]): SlotPeers {
+  return {
+    held(model, backend, url) {
+      let count = 0
+      for (const other of live()) {
+        if (other !== self() && servesBackend(other, model, backend, url)) count += other.context.state.slots.get(model)?.inFlight(backend) ?? 0
+      }
+      return count
+    },
+    freed(model) {
+      for (const other of live()) if (other !== self()) other.context.state.slots.get(model)?.wake()
+    },
+  }
+}
+
+/** The same model on the same server: a backend renamed or moved to another URL is another backend. */
+function servesBackend(generation: Generation, model: string, backend: string, url: string): boolean {
+  return generation.config.models.some((m) => m.name === model && m.backends.some((b) => b.name === backend && b.url === url))
+}
