@@ -8,6 +8,7 @@ import { runCheck } from './cli/check.js'
 import { runHashSecret } from './cli/hash-secret.js'
 import { ConfigError, loadConfigFile } from './config/load.js'
 import { createLogger } from './logger.js'
+import { asyncStdout } from './log-destination.js'
 import { startGateway, type RunningGateway } from './server.js'
 import type { Logger } from 'pino'
 import { formatIssue } from './schemas/validation-issue.js'
@@ -21,7 +22,7 @@ async function main(): Promise<number> {
   if (args.command === 'check') return runCheck(configFile, process.env)
 
   const config = await loadConfigFile(configFile, process.env)
-  const logger = createLogger(config.log.level)
+  const logger = createLogger(config.log.level, asyncStdout())
   // A SIGHUP with no listener would kill the process: listen before anything
   // is announced, and ignore reloads until the gateway is up.
   let gateway: RunningGateway | null = null

@@ -133,3 +133,20 @@ describe('SIGTERM drain', () => {
     expect(await gateway.exited()).toBe(0)
   })
 })
+
+describe('the log on stdout', () => {
+  // stdout is written asynchronously (src/log-destination.ts): what is still buffered must go out at exit.
+  it('holds every access line and the last line logged before process.exit', async () => {
+    const standIn = await backend()
+    const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }]))
+    const gateway = await gatewayProcess(file)
+    const statuses = await Promise.all(Array.from({ length: 200 }, () => chat(gateway.url, 'a', false).then((response) => response.status)))
+    expect(statuses.every((status) => status === 200)).toBe(true)
+
+    gateway.child.kill('SIGTERM')
+    expect(await gateway.exited()).toBe(0)
+    await gateway.outputEnded()
+    expect(gateway.lines.filter((line) => line.msg === 'request completed')).toHaveLength(200)
+    expect(gateway.lines.at(-1)?.msg).toBe('stopped')
+  })
+})

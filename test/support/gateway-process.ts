@@ -16,11 +16,15 @@ export interface GatewayProcess {
   waitForLine(match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>
   /** Resolves with the exit code. */
   exited(): Promise<number | null>
+  /** Resolves when stdout has ended: every line the process wrote has been read. */
+  outputEnded(): Promise<void>
 }
 
 export async function startGatewayProcess(configFile: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
   const child = spawn(process.execPath, ['dist/main.js', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
   const lines: Record<string, unknown>[] = []
+  // Listened for from the start, so an end that comes early is not missed.
+  const outputEnd = once(child.stdout!, 'end').then(() => undefined)
   const waiters: { match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = []
   let stderr = ''
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
@@ -51,5 +55,5 @@ export async function startGatewayProcess(configFile: string, env: Record<string
       throw new Error(`gateway exited with ${code} before listening: ${stderr}`)
     }),
   ])
-  return { url: String(ready.url), child, lines, waitForLine, exited: () => exit }
+  return { url: String(ready.url), child, lines, waitForLine, exited: () => exit, outputEnded: () => outputEnd }
 }
