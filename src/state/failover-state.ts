@@ -10,15 +10,29 @@ import type { KeyLimitSettings } from '../config/schema.js'
 import { RedisUnavailable, type RedisLink } from './redis-link.js'
 import type { KeyLimiter, KeyTicket, ModelSlots, SlotLease, SlotRequest } from './store.js'
 
+/** The shared store as failover uses it: slots, and taking over requests admitted locally once Redis is back. */
+export interface AdoptingModelSlots extends ModelSlots {
+  adopt(leases: readonly (readonly [id: string, backend: string])[]): void
+  releaseAdopted(id: string, backend: string): void
+}
+
+/** A request admitted on local limits and still running; `adopted` names its lease in Redis once it has one. */
+interface LocalAdmission {
+  readonly backend: string
+  adopted: string | null
+}
+
 export class FailoverModelSlots implements ModelSlots {
-  readonly #shared: ModelSlots
+  readonly #shared: AdoptingModelSlots
   readonly #local: ModelSlots
   readonly #link: RedisLink
+  readonly #admittedLocally = new Set<LocalAdmission>()
 
-  constructor(shared: ModelSlots, local: ModelSlots, link: RedisLink) {
+  constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink) {
     this.#shared = shared
     this.#local = local
     this.#link = link
+    link.on('up', this.#adoptLocalAdmissions)
   }
 
   async acquire(request: SlotRequest): Promise<SlotLease> {
@@ -29,7 +43,7 @@ export class FailoverModelSlots implements ModelSlots {
         if (!(error instanceof RedisUnavailable)) throw error
       }
     }
-    return this.#local.acquire(request)
+    return this.#trackedLocal(await this.#local.acquire(request))
   }
 
   async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
@@ -41,7 +55,39 @@ export class FailoverModelSlots implements ModelSlots {
         if (!(error instanceof RedisUnavailable)) throw error
       }
     }
-    return this.#local.tryAcquire(exclude, choose)
+    const lease = await this.#local.tryAcquire(exclude, choose)
+    return lease === null ? null : this.#trackedLocal(lease)
+  }
+
+  /**
+   * A local lease, remembered while it runs: when Redis comes back, the
+   * other replicas must see it (their admissions go through Redis again, and
+   * Redis knows nothing of what was admitted here meanwhile).
+   */
+  #trackedLocal(lease: SlotLease): SlotLease {
+    const admission: LocalAdmission = { backend: lease.backend, adopted: null }
+    this.#admittedLocally.add(admission)
+    // Up but slow (the call ran over its budget): Redis hears of it now, not at the next outage's end.
+    if (this.#link.up()) this.#adopt([admission])
+    return {
+      backend: lease.backend,
+      waitedMs: lease.waitedMs,
+      release: () => {
+        if (!this.#admittedLocally.delete(admission)) return
+        lease.release()
+        if (admission.adopted !== null) this.#shared.releaseAdopted(admission.adopted, admission.backend)
+      },
+    }
+  }
+
+  /** Redis answers again: every local admission still running gets a lease there, until it ends. */
+  readonly #adoptLocalAdmissions = (): void => {
+    this.#adopt([...this.#admittedLocally].filter((admission) => admission.adopted === null))
+  }
+
+  #adopt(admissions: readonly LocalAdmission[]): void {
+    for (const admission of admissions) admission.adopted = this.#link.newId()
+    this.#shared.adopt(admissions.map((admission) => [admission.adopted!, admission.backend] as const))
   }
 
   /** A shared lease ending frees a local slot too (local limits count it): the local queue may move. */

@@ -17,6 +17,12 @@ export class RedisLeases {
   readonly #absorb: (reply: SlotReply) => void
   /** Lease id → backend. */
   readonly #held = new Map<string, string>()
+  /**
+   * Leases put in Redis for requests this replica admitted on local limits
+   * during an outage: renewed with the others, but not in `#inFlight` (the
+   * local store counts those requests already).
+   */
+  readonly #adopted = new Set<string>()
   readonly #inFlight = new Map<string, number>()
   /** Leases per backend across replicas, from the latest answer. */
   readonly #shared = new Map<string, number>()
@@ -43,16 +49,24 @@ export class RedisLeases {
   add(id: string, backend: string): void {
     this.#held.set(id, backend)
     this.#inFlight.set(backend, this.inFlight(backend) + 1)
-    if (this.#renewal !== null) return
-    this.#renewal = setInterval(this.#renew, Math.max(1, Math.floor(this.#link.timings.leaseTtlMs / 3)))
-    this.#renewal.unref()
+    this.#startRenewal()
+  }
+
+  /** Writes leases for requests admitted locally into Redis now, and keeps renewing them until removed. */
+  adopt(leases: readonly (readonly [id: string, backend: string])[]): void {
+    for (const [id, backend] of leases) {
+      this.#held.set(id, backend)
+      this.#adopted.add(id)
+    }
+    this.#startRenewal()
+    this.#renew()
   }
 
   remove(id: string): void {
     const backend = this.#held.get(id)
     if (backend === undefined) return
     this.#held.delete(id)
-    this.#inFlight.set(backend, this.inFlight(backend) - 1)
+    if (!this.#adopted.delete(id)) this.#inFlight.set(backend, this.inFlight(backend) - 1)
     if (this.#held.size === 0) this.#stopRenewal()
   }
 
@@ -85,6 +99,12 @@ export class RedisLeases {
   dispose(): void {
     this.#stopRenewal()
     this.#link.off('up', this.#renew)
+  }
+
+  #startRenewal(): void {
+    if (this.#renewal !== null) return
+    this.#renewal = setInterval(this.#renew, Math.max(1, Math.floor(this.#link.timings.leaseTtlMs / 3)))
+    this.#renewal.unref()
   }
 
   #stopRenewal(): void {

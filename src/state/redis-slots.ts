@@ -97,6 +97,17 @@ export class RedisModelSlots implements ModelSlots {
     return this.#leases.inFlight(backend)
   }
 
+  /** Requests this replica admitted on local limits while Redis was away: counted in Redis too from now on. */
+  adopt(leases: readonly (readonly [id: string, backend: string])[]): void {
+    if (leases.length > 0) this.#leases.adopt(leases)
+  }
+
+  /** An adopted request ended: its lease leaves Redis and the slot goes to the global head. */
+  releaseAdopted(id: string, backend: string): void {
+    this.#leases.remove(id)
+    this.#fire(this.#calls.release(id, backend))
+  }
+
   close(): void {
     this.#closed = true
     const queued = this.#waiters.all().filter((w) => this.#waiters.drop(w, this.#refusal('shutting_down'))).map((w) => w.id)

@@ -233,14 +233,56 @@ describeWithRedis('Redis store', () => {
         expect([local.inFlight('a'), shared.inFlight('a')]).toEqual([1, 0])
         await new Promise((resolve) => setTimeout(resolve, 500))
         await settle()
-        // The late Redis grant was released: Redis holds no lease.
-        expect(await blocker.zcard(modelKeys(prefix, 'm', ['a']).leases[0]!)).toBe(0)
+        // The late Redis grant was released; what Redis holds is the local admission, adopted so other replicas count it.
+        const leases = modelKeys(prefix, 'm', ['a']).leases[0]!
+        expect(await blocker.zcard(leases)).toBe(1)
         lease.release()
         expect(slots.inFlight('a')).toBe(0)
+        await settle()
+        expect(await blocker.zcard(leases)).toBe(0)
       } finally {
         blocker.disconnect()
       }
     })
+  })
+
+  it('counts requests admitted locally during an outage in Redis once it is back, until they end', async (context) => {
+    if (!redis.controllable) context.skip()
+    const prefix = uniquePrefix('adopt')
+    const settings: ModelSlotsContractSettings = { model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }
+    const clock = { now: () => Date.now() }
+    const replica = async () => {
+      const link = await openLink(prefix)
+      return { link, slots: new FailoverModelSlots(slotsOn(link, settings), new MemoryModelSlots(settings, clock, new RecordingObserver()), link) }
+    }
+    const one = await replica()
+    const two = await replica()
+    const leases = modelKeys(prefix, 'm', ['a']).leases[0]!
+
+    const down = Promise.all([once(one.link, 'down'), once(two.link, 'down')])
+    await redis.stop()
+    await down
+    const local = await one.slots.acquire(request())
+
+    // Back, and empty: replica one writes a lease for the request it still runs.
+    const up = Promise.all([once(one.link, 'up'), once(two.link, 'up')])
+    await redis.start()
+    await up
+    const probe = new Redis(redis.url)
+    try {
+      await until(async () => (await probe.zcard(leases)) === 1)
+      // Replica two admits through Redis again: the backend's one slot is taken, so it waits.
+      const waiting = two.slots.acquire(request())
+      await until(() => two.slots.queueDepth() === 1)
+      local.release()
+      const lease = await waiting
+      expect(lease.backend).toBe('a')
+      lease.release()
+      await settle()
+      expect(await probe.zcard(leases)).toBe(0)
+    } finally {
+      probe.disconnect()
+    }
   })
 
   it('with Redis unreachable from the start: admits on local limits, is not reachable, warns once', async () => {
@@ -318,9 +360,9 @@ describeWithRedis('Redis store', () => {
   })
 })
 
-async function until(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('condition not met in time')
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
