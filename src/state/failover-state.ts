@@ -121,15 +121,29 @@ export class FailoverModelSlots implements ModelSlots {
   }
 }
 
+/** The shared key limiter as failover uses it: limits, and taking over concurrency shares admitted locally. */
+export interface AdoptingKeyLimiter extends KeyLimiter {
+  /** Counts a locally admitted share of `keyId` in the shared store until the returned release is called. */
+  adopt(keyId: string): () => void
+}
+
+/** A concurrency share admitted on local limits and still held; `release` of its shared ticket once adopted. */
+interface LocalShare {
+  readonly keyId: string
+  releaseAdopted: (() => void) | null
+}
+
 export class FailoverKeyLimiter implements KeyLimiter {
-  readonly #shared: KeyLimiter
+  readonly #shared: AdoptingKeyLimiter
   readonly #local: KeyLimiter
   readonly #link: RedisLink
+  readonly #heldLocally = new Set<LocalShare>()
 
-  constructor(shared: KeyLimiter, local: KeyLimiter, link: RedisLink) {
+  constructor(shared: AdoptingKeyLimiter, local: KeyLimiter, link: RedisLink) {
     this.#shared = shared
     this.#local = local
     this.#link = link
+    link.on('up', this.#adoptLocalShares)
   }
 
   async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
@@ -140,7 +154,27 @@ export class FailoverKeyLimiter implements KeyLimiter {
         if (!(error instanceof RedisUnavailable)) throw error
       }
     }
-    return this.#local.admit(keyId, limits)
+    const ticket = await this.#local.admit(keyId, limits)
+    return limits.max_concurrency === undefined ? ticket : this.#trackedLocal(keyId, ticket)
+  }
+
+  /** As for slots: a share held on local limits is carried into Redis when it answers again. */
+  #trackedLocal(keyId: string, ticket: KeyTicket): KeyTicket {
+    const share: LocalShare = { keyId, releaseAdopted: null }
+    this.#heldLocally.add(share)
+    if (this.#link.up()) share.releaseAdopted = this.#shared.adopt(keyId)
+    return {
+      chargeTokens: (tokens) => ticket.chargeTokens(tokens),
+      release: () => {
+        if (!this.#heldLocally.delete(share)) return
+        ticket.release()
+        share.releaseAdopted?.()
+      },
+    }
+  }
+
+  readonly #adoptLocalShares = (): void => {
+    for (const share of this.#heldLocally) share.releaseAdopted ??= this.#shared.adopt(share.keyId)
   }
 }
 

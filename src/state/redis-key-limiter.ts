@@ -64,6 +64,22 @@ export class RedisKeyLimiter implements KeyLimiter {
     }
   }
 
+  /**
+   * A concurrency share admitted on this replica's local limits while Redis
+   * was away: a ticket in Redis from now on (renewed with the others), so the
+   * key's other requests, admitted through Redis again, count it. Returns
+   * its release.
+   */
+  adopt(keyId: string): () => void {
+    const ticketId = this.#link.newId()
+    this.#hold(keyId, ticketId)
+    this.#renew()
+    return () => {
+      this.#unhold(keyId, ticketId)
+      this.#link.zrem(keyLimitKeys(this.#link.keyPrefix, keyId).active, ticketId).catch(() => undefined)
+    }
+  }
+
   /** Stops the renewal timer (the connection is closed after this). */
   dispose(): void {
     this.#stopRenewal()

@@ -12,9 +12,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createMetrics } from '../../src/metrics/registry.js'
 import { MemoryModelSlots } from '../../src/state/memory-slots.js'
 import { buildRedisState } from '../../src/state/redis-state.js'
-import { FailoverModelSlots } from '../../src/state/failover-state.js'
+import { FailoverKeyLimiter, FailoverModelSlots } from '../../src/state/failover-state.js'
+import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { RedisKeyLimiter } from '../../src/state/redis-key-limiter.js'
-import { modelKeys, priorityPrefix } from '../../src/state/redis-keys.js'
+import { keyLimitKeys, modelKeys, priorityPrefix } from '../../src/state/redis-keys.js'
 import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
 import { RedisModelSlots } from '../../src/state/redis-slots.js'
 import type { AdmissionObserver, SlotLease } from '../../src/state/store.js'
@@ -259,15 +260,8 @@ describeWithRedis('Redis store', () => {
     const two = await replica()
     const leases = modelKeys(prefix, 'm', ['a']).leases[0]!
 
-    const down = Promise.all([once(one.link, 'down'), once(two.link, 'down')])
-    await redis.stop()
-    await down
-    const local = await one.slots.acquire(request())
-
+    const local = await duringOutage([one.link, two.link], () => one.slots.acquire(request()))
     // Back, and empty: replica one writes a lease for the request it still runs.
-    const up = Promise.all([once(one.link, 'up'), once(two.link, 'up')])
-    await redis.start()
-    await up
     const probe = new Redis(redis.url)
     try {
       await until(async () => (await probe.zcard(leases)) === 1)
@@ -280,6 +274,34 @@ describeWithRedis('Redis store', () => {
       lease.release()
       await settle()
       expect(await probe.zcard(leases)).toBe(0)
+    } finally {
+      probe.disconnect()
+    }
+  })
+
+  it('counts a key’s concurrency share admitted locally during an outage in Redis once it is back', async (context) => {
+    if (!redis.controllable) context.skip()
+    const prefix = uniquePrefix('adopt-key')
+    const replica = async () => {
+      const link = await openLink(prefix)
+      const shared = new RedisKeyLimiter(link, { callBudgetMs: 2000 })
+      disposables.push(shared)
+      return { link, keys: new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => Date.now() }), link) }
+    }
+    const one = await replica()
+    const two = await replica()
+    const limits = { max_concurrency: 1 }
+    const active = keyLimitKeys(prefix, 'k').active
+
+    const local = await duringOutage([one.link, two.link], () => one.keys.admit('k', limits))
+    const probe = new Redis(redis.url)
+    try {
+      await until(async () => (await probe.zcard(active)) === 1)
+      await expect(two.keys.admit('k', limits)).rejects.toMatchObject({ reason: 'concurrency' })
+      local.release()
+      await until(async () => (await probe.zcard(active)) === 0)
+      const ticket = await two.keys.admit('k', limits)
+      ticket.release()
     } finally {
       probe.disconnect()
     }
@@ -359,6 +381,18 @@ describeWithRedis('Redis store', () => {
     expect(priorityPrefix(-Infinity)).toBe(priorityPrefix(-Number.MAX_SAFE_INTEGER))
   })
 })
+
+/** Stops Redis, runs `admit` once every link noticed, and brings Redis back (empty) until every link is up again. */
+async function duringOutage<T>(links: readonly RedisLink[], admit: () => Promise<T>): Promise<T> {
+  const down = Promise.all(links.map((link) => once(link, 'down')))
+  await redis.stop()
+  await down
+  const admitted = await admit()
+  const up = Promise.all(links.map((link) => once(link, 'up')))
+  await redis.start()
+  await up
+  return admitted
+}
 
 async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs
