@@ -3,9 +3,10 @@
 // start-up handshake with bench/lib/child-server.mjs (print {url}, stop on
 // SIGTERM). Each server script only says which models it serves.
 import { createHash } from 'node:crypto'
-import { pino } from 'pino'
+import { openSync } from 'node:fs'
 import { stringify } from 'yaml'
 import { parseConfig } from '../../dist/config/load.js'
+import { asyncStdout } from '../../dist/log-destination.js'
 import { createLogger } from '../../dist/logger.js'
 import { startGateway } from '../../dist/server.js'
 
@@ -24,14 +25,14 @@ export function benchConfig({ models, limits = UNSATURATED_LIMITS, state }) {
 
 /**
  * Quiet by default (warn). BENCH_ACCESS_LOG=<file> logs at info, one access
- * line per request as operators run it, to that file (asynchronously, as
- * pino.destination does by default for files) instead of the pipe the
- * bench reads the URL from.
+ * line per request as operators run it, through the destination production
+ * writes stdout with (asynchronous, bounded), to that file instead of the
+ * pipe the bench reads the URL from.
  */
 function benchLogger() {
   const file = process.env.BENCH_ACCESS_LOG
   if (!file) return createLogger('warn')
-  return createLogger('info', pino.destination({ dest: file, sync: false }))
+  return createLogger('info', asyncStdout({ fd: openSync(file, 'a') }))
 }
 
 /** Starts the gateway and tells the parent process where it listens. */
