@@ -252,59 +252,45 @@ describeWithRedis('Redis store', () => {
     const prefix = uniquePrefix('adopt')
     const settings: ModelSlotsContractSettings = { model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }
     const clock = { now: () => Date.now() }
-    const replica = async () => {
-      const link = await openLink(prefix)
-      return { link, slots: new FailoverModelSlots(slotsOn(link, settings), new MemoryModelSlots(settings, clock, new RecordingObserver()), link) }
-    }
-    const one = await replica()
-    const two = await replica()
+    const [one, two] = await twoReplicas(prefix, (link) => new FailoverModelSlots(slotsOn(link, settings), new MemoryModelSlots(settings, clock, new RecordingObserver()), link))
     const leases = modelKeys(prefix, 'm', ['a']).leases[0]!
 
-    const local = await duringOutage([one.link, two.link], () => one.slots.acquire(request()))
+    const local = await duringOutage([one.link, two.link], () => one.state.acquire(request()))
     // Back, and empty: replica one writes a lease for the request it still runs.
-    const probe = new Redis(redis.url)
-    try {
+    await withProbe(async (probe) => {
       await until(async () => (await probe.zcard(leases)) === 1)
       // Replica two admits through Redis again: the backend's one slot is taken, so it waits.
-      const waiting = two.slots.acquire(request())
-      await until(() => two.slots.queueDepth() === 1)
+      const waiting = two.state.acquire(request())
+      await until(() => two.state.queueDepth() === 1)
       local.release()
       const lease = await waiting
       expect(lease.backend).toBe('a')
       lease.release()
       await settle()
       expect(await probe.zcard(leases)).toBe(0)
-    } finally {
-      probe.disconnect()
-    }
+    })
   })
 
   it('counts a key’s concurrency share admitted locally during an outage in Redis once it is back', async (context) => {
     if (!redis.controllable) context.skip()
     const prefix = uniquePrefix('adopt-key')
-    const replica = async () => {
-      const link = await openLink(prefix)
+    const [one, two] = await twoReplicas(prefix, (link) => {
       const shared = new RedisKeyLimiter(link, { callBudgetMs: 2000 })
       disposables.push(shared)
-      return { link, keys: new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => Date.now() }), link) }
-    }
-    const one = await replica()
-    const two = await replica()
+      return new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => Date.now() }), link)
+    })
     const limits = { max_concurrency: 1 }
     const active = keyLimitKeys(prefix, 'k').active
 
-    const local = await duringOutage([one.link, two.link], () => one.keys.admit('k', limits))
-    const probe = new Redis(redis.url)
-    try {
+    const local = await duringOutage([one.link, two.link], () => one.state.admit('k', limits))
+    await withProbe(async (probe) => {
       await until(async () => (await probe.zcard(active)) === 1)
-      await expect(two.keys.admit('k', limits)).rejects.toMatchObject({ reason: 'concurrency' })
+      await expect(two.state.admit('k', limits)).rejects.toMatchObject({ reason: 'concurrency' })
       local.release()
       await until(async () => (await probe.zcard(active)) === 0)
-      const ticket = await two.keys.admit('k', limits)
+      const ticket = await two.state.admit('k', limits)
       ticket.release()
-    } finally {
-      probe.disconnect()
-    }
+    })
   })
 
   it('with Redis unreachable from the start: admits on local limits, is not reachable, warns once', async () => {
@@ -381,6 +367,25 @@ describeWithRedis('Redis store', () => {
     expect(priorityPrefix(-Infinity)).toBe(priorityPrefix(-Number.MAX_SAFE_INTEGER))
   })
 })
+
+/** Two replicas on one key prefix: each a link of its own and the state `build` makes on it. */
+async function twoReplicas<T>(prefix: string, build: (link: RedisLink) => T): Promise<[{ link: RedisLink; state: T }, { link: RedisLink; state: T }]> {
+  const replica = async () => {
+    const link = await openLink(prefix)
+    return { link, state: build(link) }
+  }
+  return [await replica(), await replica()]
+}
+
+/** Runs `body` with a connection of its own for looking at Redis directly. */
+async function withProbe(body: (probe: Redis) => Promise<void>): Promise<void> {
+  const probe = new Redis(redis.url)
+  try {
+    await body(probe)
+  } finally {
+    probe.disconnect()
+  }
+}
 
 /** Stops Redis, runs `admit` once every link noticed, and brings Redis back (empty) until every link is up again. */
 async function duringOutage<T>(links: readonly RedisLink[], admit: () => Promise<T>): Promise<T> {
