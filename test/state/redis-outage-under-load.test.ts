@@ -13,16 +13,17 @@
  */
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, expect, it } from 'vitest'
+import { expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest } from '../../src/dev/vllm-stand-in.js'
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { isErrorBody } from '../support/raw-http.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
+import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
+import { deferred } from '../support/deferred.js'
 
 const key = makeKey('team-load', ['chat'], { limits: { max_concurrency: 1000 } })
 const cleanups = cleanupsAfterEach()
@@ -59,19 +60,8 @@ function markerOf(received: ReceivedRequest): string {
   return (received.body as { messages: { content: string }[] }).messages[0]!.content
 }
 
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void
-  const promise = new Promise<void>((r) => (resolve = r))
-  return { promise, resolve }
-}
-
 describeWithRedis('a Redis outage under load', () => {
-  beforeAll(async () => {
-    const started = await startInspectedRedis()
-    redis = started.redis
-    inspect = started.inspect
-  })
-  afterAll(() => stopInspectedRedis({ redis, inspect }))
+  useInspectedRedis((started) => ({ redis, inspect } = started))
 
   it('answers every request exactly once, counts each, leaks nothing, and resumes shared state on both replicas', async (context) => {
     if (!redis.controllable) context.skip()

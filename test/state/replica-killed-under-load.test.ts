@@ -20,15 +20,16 @@
  */
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, expect, it } from 'vitest'
+import { expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
+import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
+import { deferred } from '../support/deferred.js'
 
 const key = makeKey('team-kill', ['chat'], { limits: { max_concurrency: 1000 } })
 const cleanups = cleanupsAfterEach()
@@ -119,19 +120,8 @@ function entriesLeft({ leases, queued, waiters, grants, tickets }: RedisView): O
 const ownedBy = (replica: string, ids: readonly string[]) => ids.filter((id) => id === replica || id.startsWith(`${replica}/`))
 const entriesOf = (replica: string, view: RedisView) => Object.values(view).flatMap((ids: string[]) => ownedBy(replica, ids))
 
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void
-  const promise = new Promise<void>((r) => (resolve = r))
-  return { promise, resolve }
-}
-
 describeWithRedis('a replica killed under load', () => {
-  beforeAll(async () => {
-    const started = await startInspectedRedis()
-    redis = started.redis
-    inspect = started.inspect
-  })
-  afterAll(() => stopInspectedRedis({ redis, inspect }))
+  useInspectedRedis((started) => ({ redis, inspect } = started))
 
   it("cuts only A's clients, frees A's slots and queue entries within a lease TTL, and serves and counts all of B's", async (context) => {
     const backend = await standIn({ tokens: 3, interTokenDelayMs: 10 })

@@ -6,12 +6,12 @@
  * gone and its verdict lapses.
  */
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, expect, it } from 'vitest'
+import { expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
+import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 
@@ -49,13 +49,7 @@ async function gateway(object: Record<string, unknown>): Promise<TestGateway> {
 const backendUp = (url: string) => scrapeMetric(url, 'sluice_backend_up', { model: 'm', backend: 'b1' })
 
 describeWithRedis('shared backend health (Redis mode)', () => {
-  beforeAll(async () => {
-    const started = await startInspectedRedis()
-    redis = started.redis
-    inspect = started.inspect
-  })
-
-  afterAll(() => stopInspectedRedis({ redis, inspect }))
+  useInspectedRedis((started) => ({ redis, inspect } = started))
 
   it('a backend one replica finds down is down on every replica, and back when that replica sees it recover', async () => {
     const backend = await startVllmStandIn()

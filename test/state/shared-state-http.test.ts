@@ -6,12 +6,12 @@
  * local limits and shared state resumes when Redis returns.
  */
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
-import { describeWithRedis, uniquePrefix, type TestRedis, startInspectedRedis, stopInspectedRedis } from '../support/redis-server.js'
+import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
 import { nextEvents } from '../support/stand-in-events.js'
@@ -79,12 +79,7 @@ const leasesIn = (prefix: string) => inspect.zcard(modelKeys(prefix, 'm', ['b1']
 const queuedIn = (prefix: string) => inspect.zcard(modelKeys(prefix, 'm', ['b1']).queue)
 
 describeWithRedis('Redis mode through HTTP', () => {
-  beforeAll(async () => {
-    const started = await startInspectedRedis()
-    redis = started.redis
-    inspect = started.inspect
-  })
-  afterAll(() => stopInspectedRedis({ redis, inspect }))
+  useInspectedRedis((started) => ({ redis, inspect } = started))
 
   describe('two replicas, one backend', () => {
     it('never has more requests at the backend than its slots, with 200 concurrent clients split across both', async () => {

@@ -9,7 +9,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, connect } from 'node:net'
-import { describe } from 'vitest'
+import { afterAll, beforeAll, describe } from 'vitest'
 import { Redis } from 'ioredis'
 
 const externalUrl = process.env.REDIS_URL
@@ -83,6 +83,20 @@ export async function startInspectedRedis(): Promise<InspectedRedis> {
   // Outage tests stop the server under this client too.
   inspect.on('error', () => undefined)
   return { redis, inspect }
+}
+
+/**
+ * Inside a describe: starts the suite's Redis and its inspector before the
+ * tests and stops them after; `onStarted` receives them.
+ */
+export function useInspectedRedis(onStarted: (started: InspectedRedis) => void): void {
+  let started: Partial<InspectedRedis> = {}
+  beforeAll(async () => {
+    const running = await startInspectedRedis()
+    started = running
+    onStarted(running)
+  })
+  afterAll(() => stopInspectedRedis(started))
 }
 
 /** For afterAll: either may be missing when start-up failed. */
