@@ -30,7 +30,6 @@ const cleanups = cleanupsAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
-
 const TOTAL = 300
 const WORKERS = 24
 /** Redis is killed once this many requests were sent, and restarted once this many were answered. */

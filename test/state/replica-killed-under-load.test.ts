@@ -36,7 +36,6 @@ const cleanups = cleanupsAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
-
 const SLOTS = 4
 const WORKERS = 20
 /** A is killed once this many requests were sent; B gets TAIL more after A's entries left Redis (at most MAX_TOTAL in all). */
