@@ -52,3 +52,19 @@ export function chargeTokens(bucket: Bucket | undefined, perMinute: number, toke
   const current = refill(bucket, perMinute, now)
   return { level: current.level - tokens, at: current.at }
 }
+
+/**
+ * How much of a minute's allowance the bucket holds as used right now: what
+ * another store must count to know about this one's admissions (0 for a
+ * missing bucket, more than `perMinute` after large answers).
+ */
+export function usedOf(bucket: Bucket | undefined, perMinute: number, now: number): number {
+  if (bucket === undefined) return 0
+  return perMinute - refill(bucket, perMinute, now).level
+}
+
+/** The bucket with `amount` of its use handed to another store, which counts it from now on. */
+export function giveBack(bucket: Bucket | undefined, perMinute: number, amount: number, now: number): Bucket {
+  const current = refill(bucket, perMinute, now)
+  return { level: Math.min(perMinute, current.level + amount), at: current.at }
+}

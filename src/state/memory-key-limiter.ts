@@ -1,19 +1,30 @@
 /**
  * Per-key limits in this process: concurrency (requests queued or in
  * flight), requests per minute and tokens per minute as token buckets
- * (scheduling/token-bucket.ts).
+ * (scheduling/token-bucket.ts). In redis mode it is the outage fallback,
+ * and what its buckets used is read out (`usage`) to be carried into Redis.
  */
 import type { Clock } from '../context.js'
 import type { KeyLimitSettings } from '../config/schema.js'
-import { chargeTokens, checkTokens, takeRequest, type Bucket } from '../scheduling/token-bucket.js'
+import { chargeTokens, checkTokens, giveBack, takeRequest, usedOf, type Bucket } from '../scheduling/token-bucket.js'
 import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
 import type { KeyLimiter, KeyTicket } from './store.js'
+
+/** What a key's buckets hold as used of its trailing minute. */
+export interface KeyUsage {
+  readonly keyId: string
+  readonly limits: KeyLimitSettings
+  readonly requests: number
+  readonly tokens: number
+}
 
 export class MemoryKeyLimiter implements KeyLimiter {
   readonly #clock: Clock
   readonly #active = new Map<string, number>()
   readonly #requests = new Map<string, Bucket>()
   readonly #tokens = new Map<string, Bucket>()
+  /** The limits each key with a bucket was last counted under (`usage` needs its per-minute figures). */
+  readonly #limits = new Map<string, KeyLimitSettings>()
 
   constructor(clock: Clock) {
     this.#clock = clock
@@ -33,18 +44,47 @@ export class MemoryKeyLimiter implements KeyLimiter {
       const taken = takeRequest(this.#requests.get(keyId), limits.requests_per_minute, now)
       if (!taken.ok) throw requestsRefusal(keyId, taken.retryAfterMs, limits)
       this.#requests.set(keyId, taken.bucket)
+      this.#countedUnder(keyId, limits)
     }
     this.#active.set(keyId, active + 1)
     return this.#ticket(keyId, limits)
   }
 
+  /** Charges an answer's tokens to the key (what its tickets do; also used for answers admitted elsewhere). */
+  charge(keyId: string, limits: KeyLimitSettings, tokens: number): void {
+    if (limits.tokens_per_minute === undefined || tokens <= 0) return
+    this.#tokens.set(keyId, chargeTokens(this.#tokens.get(keyId), limits.tokens_per_minute, tokens, this.#clock.now()))
+    this.#countedUnder(keyId, limits)
+  }
+
+  /** Every key whose buckets hold use right now. */
+  usage(): KeyUsage[] {
+    const now = this.#clock.now()
+    const usage: KeyUsage[] = []
+    for (const [keyId, limits] of this.#limits) {
+      const requests = limits.requests_per_minute === undefined ? 0 : usedOf(this.#requests.get(keyId), limits.requests_per_minute, now)
+      const tokens = limits.tokens_per_minute === undefined ? 0 : usedOf(this.#tokens.get(keyId), limits.tokens_per_minute, now)
+      if (requests > 0 || tokens > 0) usage.push({ keyId, limits, requests, tokens })
+    }
+    return usage
+  }
+
+  /** `usage` counts in another store from now on: take it out of these buckets. */
+  giveBack(usage: KeyUsage): void {
+    const now = this.#clock.now()
+    const { requests_per_minute: rpm, tokens_per_minute: tpm } = usage.limits
+    if (rpm !== undefined && usage.requests > 0) this.#requests.set(usage.keyId, giveBack(this.#requests.get(usage.keyId), rpm, usage.requests, now))
+    if (tpm !== undefined && usage.tokens > 0) this.#tokens.set(usage.keyId, giveBack(this.#tokens.get(usage.keyId), tpm, usage.tokens, now))
+  }
+
+  #countedUnder(keyId: string, limits: KeyLimitSettings): void {
+    if (this.#limits.get(keyId) !== limits) this.#limits.set(keyId, limits)
+  }
+
   #ticket(keyId: string, limits: KeyLimitSettings): KeyTicket {
     let released = false
     return {
-      chargeTokens: async (tokens) => {
-        if (limits.tokens_per_minute === undefined || tokens <= 0) return
-        this.#tokens.set(keyId, chargeTokens(this.#tokens.get(keyId), limits.tokens_per_minute, tokens, this.#clock.now()))
-      },
+      chargeTokens: async (tokens) => this.charge(keyId, limits, tokens),
       release: () => {
         if (released) return
         released = true

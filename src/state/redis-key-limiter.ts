@@ -80,6 +80,19 @@ export class RedisKeyLimiter implements KeyLimiter {
     }
   }
 
+  /**
+   * Counts use against the key's per-minute buckets: an answer's tokens, or
+   * what this replica admitted on local limits while Redis was away.
+   * Rejects with RedisUnavailable.
+   */
+  async debit(keyId: string, limits: KeyLimitSettings, use: { readonly requests: number; readonly tokens: number }): Promise<void> {
+    const rpm = limits.requests_per_minute ?? 0
+    const tpm = limits.tokens_per_minute ?? 0
+    if (!((rpm > 0 && use.requests > 0) || (tpm > 0 && use.tokens > 0))) return
+    const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
+    await this.#link.run('sluiceKeyDebit', [keys.rate, keys.active], [this.#now(), rpm, tpm, use.requests, use.tokens])
+  }
+
   /** Stops the renewal timer (the connection is closed after this). */
   dispose(): void {
     this.#stopRenewal()
@@ -91,10 +104,7 @@ export class RedisKeyLimiter implements KeyLimiter {
     if (counted) this.#hold(keyId, ticketId)
     let released = false
     return {
-      chargeTokens: async (tokens) => {
-        if (limits.tokens_per_minute === undefined || tokens <= 0) return
-        await this.#link.run('sluiceKeyCharge', [keys.rate, keys.active], [this.#now(), limits.tokens_per_minute, tokens])
-      },
+      chargeTokens: (tokens) => this.debit(keyId, limits, { requests: 0, tokens }),
       release: () => {
         if (released) return
         released = true

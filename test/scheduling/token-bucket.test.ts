@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest'
-import { WINDOW_MS, chargeTokens, checkTokens, refill, takeRequest, waitFor, type Bucket, type Take } from '../../src/scheduling/token-bucket.js'
+import { WINDOW_MS, chargeTokens, checkTokens, giveBack, refill, takeRequest, usedOf, waitFor, type Bucket, type Take } from '../../src/scheduling/token-bucket.js'
 
 const T0 = 1_700_000_000_000
 
@@ -152,5 +152,26 @@ describe('checkTokens / chargeTokens', () => {
     expect(checkTokens(spent, 600, T0 + 60_000).ok).toBe(false)
     expect(checkTokens(spent, 600, T0 + 60_001).ok).toBe(true)
     expect(checkTokens(spent, 600, T0 + first).ok).toBe(true)
+  })
+})
+
+describe('usedOf and giveBack (carrying use to another store)', () => {
+  it('reads what the trailing minute used, net of the refill since', () => {
+    expect(usedOf(undefined, 60, T0)).toBe(0)
+    expect(usedOf({ level: 58, at: T0 }, 60, T0)).toBe(2)
+    expect(usedOf({ level: 58, at: T0 }, 60, T0 + 1000)).toBe(1)
+    expect(usedOf({ level: 58, at: T0 }, 60, T0 + WINDOW_MS)).toBe(0)
+    // Tokens: an answer larger than the allowance is used beyond it.
+    expect(usedOf({ level: -40, at: T0 }, 100, T0)).toBe(140)
+  })
+
+  it('gives back what was carried, so the next carry does not count it again', () => {
+    const bucket = { level: 57, at: T0 }
+    const carried = usedOf(bucket, 60, T0 + 1000)
+    expect(giveBack(bucket, 60, carried, T0 + 2000)).toEqual({ level: 60, at: T0 + 2000 })
+    // Three requests taken after the snapshot (58 -> 55) stay: only the carried amount is handed over.
+    const later = { level: 55, at: T0 + 1000 }
+    expect(usedOf(giveBack(later, 60, carried, T0 + 1000), 60, T0 + 1000)).toBe(3)
+    expect(giveBack(undefined, 60, 5, T0)).toEqual({ level: 60, at: T0 })
   })
 })

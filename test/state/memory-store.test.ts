@@ -18,6 +18,27 @@ describeModelSlotsContract('MemoryModelSlots', (settings, clock, observer) => ne
 
 describeKeyLimiterContract('MemoryKeyLimiter', (clock) => new MemoryKeyLimiter(clock))
 
+describe('MemoryKeyLimiter usage (carried into Redis after an outage)', () => {
+  it('reads each key\u2019s use of its trailing minute, and forgets what was handed over', async () => {
+    let now = 1_000_000
+    const limiter = new MemoryKeyLimiter({ now: () => now })
+    const limits = { requests_per_minute: 60, tokens_per_minute: 600 }
+    expect(limiter.usage()).toEqual([])
+    await limiter.admit('a', limits)
+    const ticket = await limiter.admit('a', limits)
+    await ticket.chargeTokens(300)
+    await limiter.admit('unlimited', {})
+    expect(limiter.usage()).toEqual([{ keyId: 'a', limits, requests: 2, tokens: 300 }])
+    now += 1000
+    const [use] = limiter.usage()
+    expect(use).toEqual({ keyId: 'a', limits, requests: 1, tokens: 290 })
+    await limiter.admit('a', limits)
+    limiter.giveBack(use!)
+    // The request taken after the reading is still counted here.
+    expect(limiter.usage()).toEqual([{ keyId: 'a', limits, requests: 1, tokens: 0 }])
+  })
+})
+
 function config(text: string): GatewayConfig {
   const result = parseConfig(text, {})
   if (!result.ok) throw new Error(`expected a valid config, got ${JSON.stringify(result.issues)}`)

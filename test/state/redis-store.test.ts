@@ -274,22 +274,54 @@ describeWithRedis('Redis store', () => {
   it('counts a key’s concurrency share admitted locally during an outage in Redis once it is back', async (context) => {
     if (!redis.controllable) context.skip()
     const prefix = uniquePrefix('adopt-key')
-    const [one, two] = await twoReplicas(prefix, (link) => {
-      const shared = new RedisKeyLimiter(link, { callBudgetMs: 2000 })
-      disposables.push(shared)
-      return new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => Date.now() }), link)
-    })
+    const [one, two] = await twoReplicas(prefix, failoverKeyLimiter)
     const limits = { max_concurrency: 1 }
     const active = keyLimitKeys(prefix, 'k').active
 
-    const local = await duringOutage([one.link, two.link], () => one.state.admit('k', limits))
+    const local = await duringOutage([one.link, two.link], () => one.state.keys.admit('k', limits))
     await withProbe(async (probe) => {
       await until(async () => (await probe.zcard(active)) === 1)
-      await expect(two.state.admit('k', limits)).rejects.toMatchObject({ reason: 'concurrency' })
+      await expect(two.state.keys.admit('k', limits)).rejects.toMatchObject({ reason: 'concurrency' })
       local.release()
       await until(async () => (await probe.zcard(active)) === 0)
-      const ticket = await two.state.admit('k', limits)
+      const ticket = await two.state.keys.admit('k', limits)
       ticket.release()
+    })
+  })
+
+  it('carries the requests and tokens a key used on local limits into Redis once it is back', async (context) => {
+    if (!redis.controllable) context.skip()
+    const prefix = uniquePrefix('carry-key')
+    const [one, two] = await twoReplicas(prefix, failoverKeyLimiter)
+    // A minute refills 3 requests: the test would need 20 s for refill to hide one.
+    const limits = { requests_per_minute: 3, tokens_per_minute: 1000 }
+    const rate = keyLimitKeys(prefix, 'k').rate
+    const throughRedis = await one.state.keys.admit('k', limits)
+
+    const local = await duringOutage([one.link, two.link], async () => {
+      // An answer admitted through Redis ends while it is away: its tokens count locally.
+      await throughRedis.chargeTokens(400)
+      throughRedis.release()
+      const first = await one.state.keys.admit('k', limits)
+      first.release()
+      return one.state.keys.admit('k', limits)
+    })
+    await one.state.keys.carried()
+    await withProbe(async (probe) => {
+      // 1000 - 400, plus what 1000 a minute refilled since the carry (17 a second).
+      const tokensLeft = await probe.hget(rate, 'tl')
+      expect(tokensLeft).not.toBeNull()
+      expect(Number(tokensLeft)).toBeGreaterThanOrEqual(600)
+      expect(Number(tokensLeft)).toBeLessThan(650)
+      // Redis came back empty; without the carry the other replica would admit three more this minute.
+      const ticket = await two.state.keys.admit('k', limits)
+      ticket.release()
+      await expect(two.state.keys.admit('k', limits)).rejects.toMatchObject({ reason: 'rate_limit_requests' })
+      // The locally admitted answer ends now that Redis is back: its tokens go to Redis.
+      await local.chargeTokens(700)
+      local.release()
+      expect(Number(await probe.hget(rate, 'tl'))).toBeLessThan(0)
+      expect(one.state.local.usage()).toEqual([])
     })
   })
 
@@ -375,6 +407,14 @@ async function twoReplicas<T>(prefix: string, build: (link: RedisLink) => T): Pr
     return { link, state: build(link) }
   }
   return [await replica(), await replica()]
+}
+
+/** Redis mode's key limiter on `link`, and the local limiter it falls back to. */
+function failoverKeyLimiter(link: RedisLink): { keys: FailoverKeyLimiter; local: MemoryKeyLimiter } {
+  const shared = new RedisKeyLimiter(link, { callBudgetMs: 2000 })
+  disposables.push(shared)
+  const local = new MemoryKeyLimiter({ now: () => Date.now() })
+  return { keys: new FailoverKeyLimiter(shared, local, link), local }
 }
 
 /** Runs `body` with a connection of its own for looking at Redis directly. */

@@ -70,12 +70,23 @@ end
 return cjson.encode({ status = 'admitted' })
 `
 
-/** ARGV: now, tokens per minute, tokens used by an answer. */
-const CHARGE = `
-local tpm, tokens = tonumber(ARGV[2]), tonumber(ARGV[3])
-local level, at = refill('t', tpm)
-store('t', level - tokens, at, tpm)
-return 'charged'
+/**
+ * ARGV: now, requests per minute, tokens per minute (0 = no limit), requests,
+ * tokens. Counts use against the buckets: an answer's tokens when it ends,
+ * and what a replica admitted on its local limits while Redis was away.
+ */
+const DEBIT = `
+local rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3])
+local requests, tokens = tonumber(ARGV[4]), tonumber(ARGV[5])
+if rpm > 0 and requests > 0 then
+  local level, at = refill('r', rpm)
+  store('r', level - requests, at, rpm)
+end
+if tpm > 0 and tokens > 0 then
+  local level, at = refill('t', tpm)
+  store('t', level - tokens, at, tpm)
+end
+return 'debited'
 `
 
 /** ARGV: now, ticket TTL ms, ticket ids. Renews (or puts back) the tickets still held. */
@@ -88,7 +99,7 @@ return 'renewed'
 
 export const KEY_SCRIPTS = {
   sluiceKeyAdmit: KEY_PRELUDE + ADMIT,
-  sluiceKeyCharge: KEY_PRELUDE + CHARGE,
+  sluiceKeyDebit: KEY_PRELUDE + DEBIT,
   sluiceKeyRenew: KEY_PRELUDE + RENEW,
 } as const
 
