@@ -1,5 +1,6 @@
 /** One configured model server: its settings, its connection pool, its state. */
 import { Pool } from 'undici'
+import { exactConnector } from './exact-connector.js'
 import type { BackendSettings, ModelSettings } from '../config/resolve.js'
 import { INITIAL_HEALTH, isUsableWith, type HealthState, type SharedVerdict } from './health-state.js'
 import type { VllmLoad } from './vllm-load.js'
@@ -10,6 +11,8 @@ export class Backend {
   readonly url: string
   readonly weight: number
   readonly apiKey: string | undefined
+  /** How long a chat answer's headers may take (the call's own timer: undici's runs up to ~1 s late). */
+  readonly firstByteMs: number
   readonly pool: Pool
   readonly #prefix: string
   /** Written by the backend monitor (active checks) and by real traffic (passive). */
@@ -25,12 +28,13 @@ export class Backend {
     this.url = settings.url
     this.weight = settings.weight
     this.apiKey = settings.api_key === '' ? undefined : settings.api_key
+    this.firstByteMs = model.timeouts.first_byte_ms
     this.#prefix = new URL(settings.url).pathname.replace(/\/+$/, '')
     this.pool = new Pool(new URL(settings.url).origin, {
       // One socket per admitted request (HTTP/1.1 has no multiplexing), plus
       // spares so health and metrics probes never wait behind a long stream.
       connections: model.max_concurrency_per_backend + 2,
-      connect: { timeout: model.timeouts.connect_ms },
+      connect: exactConnector(model.timeouts.connect_ms),
       headersTimeout: model.timeouts.first_byte_ms,
       bodyTimeout: model.timeouts.idle_ms,
       keepAliveTimeout: 30_000,

@@ -1,5 +1,6 @@
 /** A platform upstream (training, checkpoints, objects): its settings and connection pool. */
 import { Pool } from 'undici'
+import { exactConnector } from './exact-connector.js'
 import type { UpstreamName, UpstreamSettings } from '../config/schema.js'
 
 export class Upstream {
@@ -14,7 +15,7 @@ export class Upstream {
     const url = new URL(settings.url)
     this.#prefix = url.pathname.replace(/\/+$/, '')
     this.pool = new Pool(url.origin, {
-      connect: { timeout: settings.timeouts.connect_ms },
+      connect: exactConnector(settings.timeouts.connect_ms),
       headersTimeout: settings.timeouts.first_byte_ms,
       bodyTimeout: settings.timeouts.first_byte_ms,
       keepAliveTimeout: 30_000,
