@@ -25,7 +25,7 @@ const GATEWAY = 'bench/servers/redis-gateway.mjs'
 
 const ADMISSION = ['sluiceSlotAcquire', 'sluiceSlotClaim', 'sluiceKeyAdmit']
 const RELEASE = ['sluiceSlotRelease', 'zrem']
-const CHARGE = ['sluiceKeyCharge']
+const CHARGE = ['sluiceKeyDebit']
 
 /** name → [limits, redis key prefix | null (memory), replicas] */
 const VARIANTS = {
@@ -197,7 +197,7 @@ const result = {
     'Uncontended: 4096 slots, key limits far above the load. Two replicas: 32 connections each, loaded together; p50 averaged, p99 the worse.',
     'Round trips counted by the gateways (commands sent, EVALSHA named by script SHA) over requests sent (autocannon; those cut off at the end of a run were admitted too), counted after a 500 ms settle.',
     'scripts_served: EVALSHA + EVAL calls per request from INFO commandstats deltas on the server (a cross-check of the scripts sent). server_commands_per_request also counts the commands run inside scripts, so it is not round trips.',
-    'admission = sluiceSlotAcquire + sluiceSlotClaim + sluiceKeyAdmit; release = sluiceSlotRelease + ZREM (key ticket); token_charge = sluiceKeyCharge (tokens_per_minute, after the answer).',
+    'admission = sluiceSlotAcquire + sluiceSlotClaim + sluiceKeyAdmit; release = sluiceSlotRelease + ZREM (key ticket); token_charge = sluiceKeyDebit (tokens_per_minute, after the answer).',
   ],
   variants,
   runtime_s: (Date.now() - started) / 1000,

@@ -92,6 +92,8 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
       maxRetriesPerRequest: 0,
       connectTimeout: 2000,
       retryStrategy,
+      // Commands issued in one tick (many requests' admissions under load) go out in one write.
+      enableAutoPipelining: true,
     })
     for (const [name, lua] of Object.entries({ ...SLOT_SCRIPTS, ...KEY_SCRIPTS, ...HEALTH_SCRIPTS })) this.#client.defineCommand(name, { lua })
     this.#client.on('ready', () => this.#markUp())
