@@ -4,6 +4,7 @@
  * streamed as it arrives (an object's value can be large).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { errors } from 'undici'
 import type { GatewayContext } from '../context.js'
 import { classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { Upstream } from '../routing/upstream.js'
@@ -27,14 +28,18 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   const authorization = upstreamAuthorization(upstream.settings.auth, request.headers.authorization)
   if (authorization !== undefined) headers.authorization = authorization
 
+  // On time, unlike undici's own headers timeout (a ~0.5 s tick): ends the call with the error that one raises.
+  const firstByte = setTimeout(() => client.abort(new errors.HeadersTimeoutError()), upstream.settings.timeouts.first_byte_ms)
   let response
   try {
     response = await upstream.pool.request({ method: call.method, path: upstream.pathFor(call.path), headers, body: call.body, signal: client.signal })
   } catch (error) {
-    if (client.signal.aborted) return reply
+    if (client.signal.aborted && !(client.signal.reason instanceof errors.HeadersTimeoutError)) return reply
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason })
     throw upstreamError(reason, `"${upstream.name}"`, error)
+  } finally {
+    clearTimeout(firstByte)
   }
   request.facts.backend = upstream.name
   response.body.once('error', (error: Error) => {
