@@ -1,0 +1,99 @@
+/**
+ * What FailoverKeyLimiter carries into the shared store when Redis answers
+ * again, without Redis: the shared limiter is a recording stand-in that can
+ * be told to fail, and the link is an event emitter that says whether it is
+ * up (the real ones are tested against redis-server in redis-store.test.ts).
+ */
+import { EventEmitter } from 'node:events'
+import { describe, expect, it } from 'vitest'
+import type { KeyLimitSettings } from '../../src/config/schema.js'
+import { FailoverKeyLimiter, type AdoptingKeyLimiter } from '../../src/state/failover-state.js'
+import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
+import { RedisUnavailable, type RedisLink } from '../../src/state/redis-link.js'
+import type { KeyTicket } from '../../src/state/store.js'
+
+interface Debit {
+  readonly keyId: string
+  readonly requests: number
+  readonly tokens: number
+}
+
+/** A shared limiter that is unreachable for admissions and counts the debits it is sent. */
+class RecordingSharedLimiter implements AdoptingKeyLimiter {
+  readonly debits: Debit[] = []
+  failDebits = false
+
+  async admit(): Promise<KeyTicket> {
+    throw new RedisUnavailable('stand-in: Redis is away')
+  }
+
+  adopt(): () => void {
+    return () => undefined
+  }
+
+  async debit(keyId: string, _limits: KeyLimitSettings, use: { readonly requests: number; readonly tokens: number }): Promise<void> {
+    if (this.failDebits) throw new RedisUnavailable('stand-in: Redis went away again')
+    this.debits.push({ keyId, requests: use.requests, tokens: use.tokens })
+  }
+}
+
+function fakeLink(): RedisLink & EventEmitter {
+  let up = false
+  return Object.assign(new EventEmitter(), {
+    up: () => up,
+    comeBack(this: EventEmitter) {
+      up = true
+      this.emit('up')
+    },
+  }) as unknown as RedisLink & EventEmitter
+}
+
+const comeBack = (link: RedisLink) => (link as unknown as { comeBack(): void }).comeBack()
+
+describe('FailoverKeyLimiter carrying local use into the shared store', () => {
+  const limits = { requests_per_minute: 60, tokens_per_minute: 6000 }
+  const clock = { now: () => 1_000_000 }
+
+  it('keeps what a failed carry did not hand over, and hands it over on the next return, once', async () => {
+    const shared = new RecordingSharedLimiter()
+    const local = new MemoryKeyLimiter(clock)
+    const link = fakeLink()
+    const keys = new FailoverKeyLimiter(shared, local, link)
+    const first = await keys.admit('k', limits)
+    await first.chargeTokens(500)
+    first.release()
+    ;(await keys.admit('k', limits)).release()
+
+    shared.failDebits = true
+    comeBack(link)
+    await keys.carried()
+    expect(shared.debits).toEqual([])
+    expect(local.usage()).toEqual([{ keyId: 'k', limits, requests: 2, tokens: 500 }])
+
+    shared.failDebits = false
+    link.emit('up')
+    link.emit('up')
+    await keys.carried()
+    expect(shared.debits).toEqual([{ keyId: 'k', requests: 2, tokens: 500 }])
+    expect(local.usage()).toEqual([])
+  })
+
+  it('sends the tokens of a locally admitted answer that ends after the return to the shared store', async () => {
+    const shared = new RecordingSharedLimiter()
+    const local = new MemoryKeyLimiter(clock)
+    const link = fakeLink()
+    const keys = new FailoverKeyLimiter(shared, local, link)
+    const ticket = await keys.admit('k', limits)
+
+    comeBack(link)
+    await keys.carried()
+    await ticket.chargeTokens(700)
+    ticket.release()
+
+    expect(shared.debits).toEqual([
+      { keyId: 'k', requests: 1, tokens: 0 },
+      { keyId: 'k', requests: 0, tokens: 700 },
+    ])
+    expect(local.usage()).toEqual([])
+  })
+})
