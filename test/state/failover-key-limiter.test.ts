@@ -53,12 +53,15 @@ const comeBack = (link: RedisLink) => (link as unknown as { comeBack(): void }).
 describe('FailoverKeyLimiter carrying local use into the shared store', () => {
   const limits = { requests_per_minute: 60, tokens_per_minute: 6000 }
   const clock = { now: () => 1_000_000 }
-
-  it('keeps what a failed carry did not hand over, and hands it over on the next return, once', async () => {
+  const replica = () => {
     const shared = new RecordingSharedLimiter()
     const local = new MemoryKeyLimiter(clock)
     const link = fakeLink()
-    const keys = new FailoverKeyLimiter(shared, local, link)
+    return { shared, local, link, keys: new FailoverKeyLimiter(shared, local, link) }
+  }
+
+  it('keeps what a failed carry did not hand over, and hands it over on the next return, once', async () => {
+    const { shared, local, link, keys } = replica()
     const first = await keys.admit('k', limits)
     await first.chargeTokens(500)
     first.release()
@@ -79,10 +82,7 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
   })
 
   it('sends the tokens of a locally admitted answer that ends after the return to the shared store', async () => {
-    const shared = new RecordingSharedLimiter()
-    const local = new MemoryKeyLimiter(clock)
-    const link = fakeLink()
-    const keys = new FailoverKeyLimiter(shared, local, link)
+    const { shared, local, link, keys } = replica()
     const ticket = await keys.admit('k', limits)
 
     comeBack(link)
