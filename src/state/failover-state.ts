@@ -9,7 +9,7 @@
 import type { KeyLimitSettings } from '../config/schema.js'
 import { RedisUnavailable, type RedisLink } from './redis-link.js'
 import type { MemoryKeyLimiter } from './memory-key-limiter.js'
-import type { KeyLimiter, KeyTicket, ModelSlots, SlotLease, SlotRequest } from './store.js'
+import type { KeyLimiter, KeyTicket, ModelSlots, SlotLease, SlotRequest, MinuteUse } from './store.js'
 
 /** The shared store as failover uses it: slots, and taking over requests admitted locally once Redis is back. */
 export interface AdoptingModelSlots extends ModelSlots {
@@ -127,7 +127,7 @@ export interface AdoptingKeyLimiter extends KeyLimiter {
   /** Counts a locally admitted share of `keyId` in the shared store until the returned release is called. */
   adopt(keyId: string): () => void
   /** Counts requests and tokens against the key's shared per-minute limits; rejects with RedisUnavailable. */
-  debit(keyId: string, limits: KeyLimitSettings, use: { readonly requests: number; readonly tokens: number }): Promise<void>
+  debit(keyId: string, limits: KeyLimitSettings, use: MinuteUse): Promise<void>
 }
 
 /** A concurrency share admitted on local limits and still held; `release` of its shared ticket once adopted. */

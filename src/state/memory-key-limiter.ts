@@ -8,14 +8,12 @@ import type { Clock } from '../context.js'
 import type { KeyLimitSettings } from '../config/schema.js'
 import { chargeTokens, checkTokens, giveBack, takeRequest, usedOf, type Bucket } from '../scheduling/token-bucket.js'
 import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
-import type { KeyLimiter, KeyTicket } from './store.js'
+import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
 
 /** What a key's buckets hold as used of its trailing minute. */
-export interface KeyUsage {
+export interface KeyUsage extends MinuteUse {
   readonly keyId: string
   readonly limits: KeyLimitSettings
-  readonly requests: number
-  readonly tokens: number
 }
 
 export class MemoryKeyLimiter implements KeyLimiter {

@@ -10,7 +10,7 @@ import type { KeyLimitSettings } from '../config/schema.js'
 import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
 import { keyLimitKeys, type KeyLimitKeys } from './redis-keys.js'
 import type { RedisLink } from './redis-link.js'
-import type { KeyLimiter, KeyTicket } from './store.js'
+import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
 
 const UNLIMITED: KeyTicket = { chargeTokens: async () => undefined, release: () => undefined }
 
@@ -85,7 +85,7 @@ export class RedisKeyLimiter implements KeyLimiter {
    * what this replica admitted on local limits while Redis was away.
    * Rejects with RedisUnavailable.
    */
-  async debit(keyId: string, limits: KeyLimitSettings, use: { readonly requests: number; readonly tokens: number }): Promise<void> {
+  async debit(keyId: string, limits: KeyLimitSettings, use: MinuteUse): Promise<void> {
     const rpm = limits.requests_per_minute ?? 0
     const tpm = limits.tokens_per_minute ?? 0
     if (!((rpm > 0 && use.requests > 0) || (tpm > 0 && use.tokens > 0))) return

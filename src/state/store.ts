@@ -69,6 +69,12 @@ export interface KeyTicket {
   release(): void
 }
 
+/** Requests and tokens counted against a key's per-minute limits. */
+export interface MinuteUse {
+  readonly requests: number
+  readonly tokens: number
+}
+
 export interface KeyLimiter {
   /** Admits one request of the key or rejects with AdmissionRefused. */
   admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket>

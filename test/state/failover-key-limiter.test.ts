@@ -10,7 +10,7 @@ import type { KeyLimitSettings } from '../../src/config/schema.js'
 import { FailoverKeyLimiter, type AdoptingKeyLimiter } from '../../src/state/failover-state.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { RedisUnavailable, type RedisLink } from '../../src/state/redis-link.js'
-import type { KeyTicket } from '../../src/state/store.js'
+import type { KeyTicket, MinuteUse } from '../../src/state/store.js'
 
 interface Debit {
   readonly keyId: string
@@ -31,7 +31,7 @@ class RecordingSharedLimiter implements AdoptingKeyLimiter {
     return () => undefined
   }
 
-  async debit(keyId: string, _limits: KeyLimitSettings, use: { readonly requests: number; readonly tokens: number }): Promise<void> {
+  async debit(keyId: string, _limits: KeyLimitSettings, use: MinuteUse): Promise<void> {
     if (this.failDebits) throw new RedisUnavailable('stand-in: Redis went away again')
     this.debits.push({ keyId, requests: use.requests, tokens: use.tokens })
   }
