@@ -15,9 +15,16 @@ export function usageOf(value: unknown): TokenUsage | null {
   const usage = (value as { usage?: unknown } | null)?.usage
   if (usage === null || typeof usage !== 'object') return null
   const { prompt_tokens, completion_tokens } = usage as Record<string, unknown>
-  const prompt = typeof prompt_tokens === 'number' && Number.isFinite(prompt_tokens) ? prompt_tokens : 0
-  const completion = typeof completion_tokens === 'number' && Number.isFinite(completion_tokens) ? completion_tokens : 0
-  return { prompt, completion }
+  return { prompt: tokenCount(prompt_tokens), completion: tokenCount(completion_tokens) }
+}
+
+/**
+ * A count the backend reported, or 0 when it is not one. A negative count
+ * once made the token counter throw while the answer was being settled: a
+ * JSON answer became a 500 and a stream was never ended.
+ */
+function tokenCount(value: unknown): number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : 0
 }
 
 /**

@@ -316,6 +316,38 @@ describe('a backend that answers 200 with JSON that is not a chat completion', (
   })
 })
 
+describe('a backend that reports token counts that are not counts', () => {
+  const badUsage = { prompt_tokens: -5, completion_tokens: 2, total_tokens: -3 }
+  const completion = JSON.stringify({ ...(JSON.parse(GOOD_COMPLETION) as object), usage: badUsage })
+  const usageChunk = `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'served-m', choices: [], usage: badUsage })}\n\n`
+
+  // Regression: a negative count made the token counter throw while the answer
+  // was settled: the JSON answer became a 500, the stream was never ended.
+  it('a JSON answer reaches the client unchanged and only the valid count is counted', async () => {
+    const f = await fixture((res) => res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(completion) }).end(completion))
+
+    const raw = await post(f.gw, { model: 'm' })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(completion)
+    await until(async () => (await scrapeMetricSum(f.gw.url, 'sluice_tokens_total', { model: 'm', kind: 'completion' })) === 2, 'the completion tokens counted', 2000)
+    expect(await scrapeMetricSum(f.gw.url, 'sluice_tokens_total', { model: 'm', kind: 'prompt' })).toBe(0)
+    await expectNothingElseAffected(f, { '200': 1 }, 1)
+  })
+
+  it('a stream whose usage chunk has them ends for the client, with the usage chunk passed on', async () => {
+    const parts = [chunk({ content: 'Hi' }), usageChunk, 'data: [DONE]\n\n']
+    const f = await fixture(eventStream(parts))
+
+    const raw = await post(f.gw, { model: 'm', stream: true, stream_options: { include_usage: true } })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(parts.join(''))
+    await until(async () => (await scrapeMetricSum(f.gw.url, 'sluice_tokens_total', { model: 'm', kind: 'completion' })) === 2, 'the completion tokens counted', 2000)
+    await expectNothingElseAffected(f, { '200': 1 }, 1)
+  })
+})
+
 describe('a backend whose stream has no event boundary the gateway recognises, left open', () => {
   // Regression (issue 9): the splitter once knew only "\n\n" and "\r\n\r\n" and held
   // everything before one, re-concatenated on every chunk (quadratic: 32 MiB sent in 64 KiB

@@ -103,6 +103,13 @@ describe('completionUsage', () => {
     expect(completionUsage(Buffer.from('{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":22,"total_tokens":33}}'))).toEqual({ prompt: 11, completion: 22 })
   })
 
+  it('counts a reported number that is not a token count (negative, fractional, beyond 2^53, a string) as 0', () => {
+    for (const bad of ['-5', '2.5', '1e300', '"7"', 'null']) {
+      const body = `{"choices":[],"usage":{"prompt_tokens":${bad},"completion_tokens":4}}`
+      expect(completionUsage(Buffer.from(body)), bad).toEqual({ prompt: 0, completion: 4 })
+    }
+  })
+
   it('gives null for a completion without usage', () => {
     expect(completionUsage(Buffer.from('{"choices":[]}'))).toBeNull()
     expect(completionUsage(Buffer.from('{"choices":[],"usage":null}'))).toBeNull()
