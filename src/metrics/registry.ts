@@ -3,8 +3,9 @@
  * app, so tests can build many apps in one process). Label values are only
  * ever configured names or fixed words, never raw request input.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { InflightCounts } from './inflight-counts.js'
+import { PlainCounter, PlainHistogram } from './plain-series.js'
 
 /**
  * LLM requests span milliseconds (errors, cached answers) to minutes (long
@@ -12,6 +13,10 @@ import { InflightCounts } from './inflight-counts.js'
  */
 export const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
 
+/**
+ * The series every request updates (requests, durations, queue wait, time
+ * to first token, tokens) are plain-series.ts's; the rest are prom-client's.
+ */
 export function createMetrics() {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
@@ -19,20 +24,20 @@ export function createMetrics() {
   const inflightCounts = new InflightCounts()
   return {
     registry,
-    requestsTotal: new Counter({
+    requestsTotal: new PlainCounter({
       name: 'sluice_requests_total',
       help: 'Requests answered, by route family, model and status code.',
       labelNames: ['route', 'model', 'status'] as const,
       registers,
     }),
-    requestDuration: new Histogram({
+    requestDuration: new PlainHistogram({
       name: 'sluice_request_duration_seconds',
       help: 'Time from receiving a request to the end of its answer.',
       labelNames: ['route', 'model'] as const,
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    timeToFirstToken: new Histogram({
+    timeToFirstToken: new PlainHistogram({
       name: 'sluice_time_to_first_token_seconds',
       help: 'Streams: from receiving the request to the first content chunk leaving the gateway.',
       labelNames: ['model'] as const,
@@ -61,7 +66,7 @@ export function createMetrics() {
       labelNames: ['model'] as const,
       registers,
     }),
-    queueWait: new Histogram({
+    queueWait: new PlainHistogram({
       name: 'sluice_queue_wait_seconds',
       help: 'Time from arrival to getting a slot, for requests that got one.',
       labelNames: ['model'] as const,
@@ -74,7 +79,7 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers,
     }),
-    tokens: new Counter({
+    tokens: new PlainCounter({
       name: 'sluice_tokens_total',
       help: 'Tokens reported by answers, by model, key and kind (prompt|completion).',
       labelNames: ['model', 'key', 'kind'] as const,
