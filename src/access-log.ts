@@ -9,7 +9,8 @@ import type { Metrics } from './metrics/registry.js'
 export const CLIENT_CLOSED_REQUEST = 499
 
 export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: FastifyReply): void {
-  reply.raw.once('close', () => {
+  // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
+  reply.raw.on('close', () => {
     const status = reply.raw.writableFinished ? reply.statusCode : CLIENT_CLOSED_REQUEST
     const facts = request.facts
     const seconds = reply.elapsedTime / 1000

@@ -31,7 +31,8 @@ export function trackConnections(server: Server): ConnectionDrain {
     const responses = active.get(socket)
     responses?.add(response)
     if (draining) response.setHeader('connection', 'close')
-    response.once('close', () => {
+    // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
+    response.on('close', () => {
       // When the client hung up, the socket closes before its response does:
       // it is gone from the map then, and nothing may keep it (a socket put
       // back once leaked every aborted request, response and upstream body).

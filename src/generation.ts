@@ -34,7 +34,8 @@ export async function startGeneration(config: GatewayConfig, logger: Logger, ove
     context,
     handle(request, response) {
       active++
-      response.once('close', () => {
+      // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
+      response.on('close', () => {
         active--
         if (active === 0) onIdle?.()
       })

@@ -118,7 +118,7 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   headers['x-accel-buffering'] = 'no'
   res.writeHead(200, headers)
   res.on('drain', () => answer.call.resume())
-  res.once('close', () => settle(relay.usage))
+  res.on('close', () => settle(relay.usage))
   answer.call.consume({
     data: (chunk) => {
       const { out, firstContent } = relay.push(chunk)
