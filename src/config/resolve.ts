@@ -7,6 +7,7 @@
 import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
+import { basicCredentialProblem, headerSecretProblem, urlCredentialProblem } from './credential-rules.js'
 
 export type BackendSettings = RawBackendConfig & { readonly name: string }
 export type ModelSettings = Omit<RawModelConfig, 'backends' | 'served_name'> & {
@@ -49,6 +50,8 @@ export function crossCheck(data: unknown): ValidationIssue[] {
     if (typeof parsed === 'string') issues.push({ path: `auth.users.${i}.password_scrypt`, message: parsed })
   })
 
+  issues.push(...credentialIssues(models, member(data, 'upstreams')))
+
   const names = models.map((m) => m.name).filter((n): n is string => typeof n === 'string')
   const defaultModel = member(data, 'default_model')
   if (typeof defaultModel === 'string' && !names.includes(defaultModel)) {
@@ -69,6 +72,31 @@ export function resolveConfig(raw: RawGatewayConfig): { ok: true; config: Gatewa
     backends: model.backends.map((backend) => ({ ...backend, name: backend.name ?? backend.url })),
   }))
   return { ok: true, config: { ...raw, models, default_model: raw.default_model ?? models[0]!.name } }
+}
+
+/** The credentials rules of credential-rules.ts, for every backend and upstream. */
+function credentialIssues(models: readonly Loose[], upstreams: unknown): ValidationIssue[] {
+  const issues: ValidationIssue[] = []
+  const report = (path: string, value: unknown, problem: (value: string) => string | null) => {
+    const message = typeof value === 'string' ? problem(value) : null
+    if (message !== null) issues.push({ path, message })
+  }
+  models.forEach((model, i) => {
+    records(model.backends).forEach((backend, j) => {
+      report(`models.${i}.backends.${j}.url`, backend.url, urlCredentialProblem)
+      report(`models.${i}.backends.${j}.api_key`, backend.api_key, headerSecretProblem)
+    })
+  })
+  for (const name of ['training', 'checkpoints', 'objects']) {
+    const upstream = member(upstreams, name)
+    const auth = member(upstream, 'auth')
+    const basic = member(auth, 'basic')
+    report(`upstreams.${name}.url`, member(upstream, 'url'), urlCredentialProblem)
+    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), headerSecretProblem)
+    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => basicCredentialProblem(v, 'username'))
+    report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => basicCredentialProblem(v, 'password'))
+  }
+  return issues
 }
 
 function reportDuplicates(values: readonly unknown[], listPath: string, member: string, issues: ValidationIssue[]): void {

@@ -249,6 +249,59 @@ models:
 })
 
 /**
+ * Regressions: credentials `check` passed and the gateway then could not
+ * use, or leaked (src/config/credential-rules.ts).
+ */
+describe('parseConfig: credentials for backends and upstreams', () => {
+  const upstreamWith = (auth: string) => `${MODEL}upstreams:\n  training: { url: "http://t:1", auth: ${auth} }\n`
+
+  it('refuses an upstream bearer with a trailing line break, saying so, when it comes from a variable', () => {
+    const found = issues(upstreamWith('{ bearer: "${T}" }'), { T: 'upstream-token\n' })
+    expect(found).toEqual([{ path: 'upstreams.training.auth.bearer', message: expect.stringContaining('line break') as unknown as string }])
+  })
+
+  it('refuses header secrets a header cannot carry: CR LF injection, controls, beyond ASCII, edge spaces', () => {
+    for (const token of ['tok\r\nX-Injected: 1', 'tok\u0000en', 'tökén-ünicode€', ' tok', 'tok ']) {
+      expect(paths(issues(upstreamWith('{ bearer: "${T}" }'), { T: token })), JSON.stringify(token)).toEqual(['upstreams.training.auth.bearer'])
+    }
+  })
+
+  it('refuses a backend api_key a header cannot carry', () => {
+    const found = issues('models:\n  - name: m\n    backends: [{ url: "http://127.0.0.1:8000", api_key: "${K}" }]\n', { K: 'key\n' })
+    expect(paths(found)).toEqual(['models.0.backends.0.api_key'])
+  })
+
+  it('refuses a Basic username with ":" and Basic halves with control characters', () => {
+    const basic = upstreamWith('{ basic: { username: "${U}", password: "${P}" } }').replace('training', 'objects')
+    expect(paths(issues(basic, { U: 'api:extra', P: 'pw' }))).toEqual(['upstreams.objects.auth.basic.username'])
+    expect(paths(issues(basic, { U: 'api', P: 'pw\n' }))).toEqual(['upstreams.objects.auth.basic.password'])
+    // Anything else goes: Basic credentials travel base64-encoded.
+    expect(ok(basic, { U: 'ünï', P: 'p: w€' }).upstreams.objects?.auth).toEqual({ basic: { username: 'ünï', password: 'p: w€' } })
+  })
+
+  it('refuses user:password@ in backend and upstream URLs', () => {
+    const found = issues(`models:
+  - name: m
+    backends: [{ url: "http://vllm:secret@127.0.0.1:8000" }]
+upstreams:
+  objects: { url: "http://api:secret@o:1" }
+`)
+    expect(paths(found)).toEqual(['models.0.backends.0.url', 'upstreams.objects.url'])
+    expect(JSON.stringify(found)).not.toContain('secret')
+  })
+
+  it('accepts the usual forms: a token of letters, digits and -._~+/=, a path with @ after the host', () => {
+    const config = ok(`models:
+  - name: m
+    backends: [{ url: "http://127.0.0.1:8000/v1@x", api_key: "sk-Ab.9_~+/=" }]
+upstreams:
+  training: { url: "https://t:1/base", auth: { bearer: "eyJhbGciOi.J9x-_" } }
+`)
+    expect(config.models[0]!.backends[0]!.api_key).toBe('sk-Ab.9_~+/=')
+  })
+})
+
+/**
  * Regressions: quoting decides a substituted value's type, and `check`
  * lists every problem (DESIGN.md "Configuration").
  */

@@ -1,0 +1,53 @@
+/**
+ * What the schema cannot say about the credentials a config holds for its
+ * backends and upstreams. Each rule catches a config that `check` used to
+ * pass and that then failed at run time, or leaked:
+ *
+ * - a secret sent in a header must be something a header can carry: a
+ *   line break (secret files usually end in one), a control character or a
+ *   character beyond ASCII made undici refuse every request, which the
+ *   client saw as a 502 blaming the upstream;
+ * - a Basic user-id may not contain `:` (RFC 7617 §2: the upstream would
+ *   split it there);
+ * - a URL may not carry `user:password@`: it is not used for auth (the
+ *   connection pool takes the origin only) and a backend's URL is its
+ *   default name, so the password showed in metric labels and logs.
+ */
+
+/** Why `value` cannot be sent as a header credential; null when it can. */
+export function headerSecretProblem(value: string): string | null {
+  if (/[\r\n]\s*$/.test(value)) return 'ends in a line break (a secret read from a file often does): remove it'
+  if (hasControlCharacter(value)) return 'contains a control character, which an HTTP header cannot carry'
+  if (/[^\u0020-\u007e]/.test(value)) return 'contains a character beyond printable ASCII, which an HTTP header cannot carry as is'
+  if (value.trim() !== value) return 'starts or ends with a space, which HTTP drops from a header value'
+  return null
+}
+
+/** Why `value` cannot be one half of Basic credentials; null when it can. */
+export function basicCredentialProblem(value: string, half: 'username' | 'password'): string | null {
+  if (/[\r\n]\s*$/.test(value)) return 'ends in a line break (a secret read from a file often does): remove it'
+  if (hasControlCharacter(value)) return 'contains a control character (RFC 7617 §2 forbids them)'
+  if (half === 'username' && value.includes(':')) return 'contains ":", which RFC 7617 §2 forbids in a user-id: the upstream would split it there'
+  return null
+}
+
+/** C0 controls and DEL (ASCII control characters). */
+function hasControlCharacter(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i)
+    if (code < 0x20 || code === 0x7f) return true
+  }
+  return false
+}
+
+/** Why `url` may not be configured as is; null when it may. */
+export function urlCredentialProblem(url: string): string | null {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return null // the schema reports a URL that does not parse
+  }
+  if (parsed.username === '' && parsed.password === '') return null
+  return 'must not carry user:password@ (it is not sent, and would show in metric labels and logs): use api_key or auth instead'
+}
