@@ -26,6 +26,14 @@ export interface BodySink {
 
 type BodyEvent = { readonly kind: 'end' } | { readonly kind: 'error'; readonly error: Error }
 
+/** An answer whose status is not an HTTP status code; classified as a broken response. */
+export class InvalidStatusError extends Error {
+  constructor(statusCode: number) {
+    super(`the answer's status ${statusCode} is not an HTTP status code`)
+    this.name = 'InvalidStatusError'
+  }
+}
+
 export class UpstreamCall implements Dispatcher.DispatchHandler {
   /** Settles when the answer's status and headers are in, or the exchange failed before them. */
   readonly head: Promise<UpstreamHead>
@@ -121,6 +129,15 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
+    // An informational answer (103 Early Hints) comes before the real one:
+    // undici reports both here, and taking the first for the head once sent
+    // the client a bare 103 and dropped the answer.
+    if (statusCode < 200) return
+    if (statusCode > 599) {
+      // Not an HTTP status (RFC 9110 §15): a broken answer, not one to pass on.
+      this.#controller?.abort(new InvalidStatusError(statusCode))
+      return
+    }
     clearTimeout(this.#firstByteTimer)
     this.#headSettled = true
     this.#resolveHead({ statusCode, headers })

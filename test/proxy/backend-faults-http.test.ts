@@ -316,6 +316,53 @@ describe('a backend that answers 200 with JSON that is not a chat completion', (
   })
 })
 
+describe('a backend that sends 103 Early Hints before its answer', () => {
+  const earlyHints = (answer: Fault): Fault => (res) => {
+    res.writeEarlyHints({ link: '</style.css>; rel=preload' }, () => answer(res))
+  }
+
+  // Regression: undici reports a 1xx to the dispatch handler like a final
+  // answer; the gateway sent the client a bare 103 and dropped the answer.
+  it('a JSON answer reaches the client whole with its 200', async () => {
+    const f = await fixture(earlyHints((res) => res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(GOOD_COMPLETION) }).end(GOOD_COMPLETION)))
+
+    const raw = await post(f.gw, { model: 'm' })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(GOOD_COMPLETION)
+    await expectNothingElseAffected(f, { '200': 1 }, 1)
+  })
+
+  it('a stream reaches the client whole with its 200, and the openai client reads it', async () => {
+    const parts = [chunk({ role: 'assistant', content: 'Hi' }), chunk({}, 'stop'), 'data: [DONE]\n\n']
+    const f = await fixture(earlyHints(eventStream(parts)))
+
+    const raw = await post(f.gw, { model: 'm', stream: true })
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(parts.join(''))
+    const outcome = await openaiStream(f.gw)
+    expect(outcome.error).toBeNull()
+    expect(outcome.chunks.map((c) => c.choices[0]?.delta.content ?? '')).toEqual(['Hi', ''])
+    await expectNothingElseAffected(f, { '200': 2 }, 2)
+  })
+})
+
+describe('a backend that answers with a status beyond 599', () => {
+  // Regression: fastify refused to send status 600 and the client got a 500 internal_error.
+  it.each([600, 999])('%i: is answered 502 upstream_bad_response and counted as a bad response', async (status) => {
+    const f = await fixture((res) => {
+      res.socket!.end(`HTTP/1.1 ${status} Odd\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}`)
+    })
+
+    const raw = await post(f.gw, { model: 'm' })
+
+    expect(raw.status).toBe(502)
+    expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response' })
+    expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm', reason: 'bad_response' })).toBe(1)
+    await expectNothingElseAffected(f, { '502': 1 }, 1)
+  })
+})
+
 describe('a backend that reports token counts that are not counts', () => {
   const badUsage = { prompt_tokens: -5, completion_tokens: 2, total_tokens: -3 }
   const completion = JSON.stringify({ ...(JSON.parse(GOOD_COMPLETION) as object), usage: badUsage })
