@@ -80,7 +80,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     else job.onSuccess(backend)
     const next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null
     if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call, retries: attempt }
-    await call.discard()
+    call.drop()
     lease.release()
     lease = next
   }

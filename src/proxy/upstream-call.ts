@@ -108,12 +108,15 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     })
   }
 
-  /** Reads the body to its end and drops it, so the connection can be reused. */
-  discard(): Promise<void> {
-    return this.readAll().then(
-      () => undefined,
-      () => undefined,
-    )
+  /**
+   * Lets go of an answer that will not be used (a 502/503 before a retry).
+   * Never waits for its body: one already in leaves the connection to be
+   * reused, one still coming is aborted. Reading it to its end once made a
+   * retry wait as long as the body took, forever for one that never ended.
+   */
+  drop(): void {
+    this.#early = []
+    if (this.#finished?.kind !== 'end') this.abort(new Error('The answer was dropped for a retry.'))
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {

@@ -274,6 +274,32 @@ describe('failover on backend answers', () => {
     expect(overloaded.chatRequests()).toBeGreaterThanOrEqual(1)
   })
 
+  // Regression: the 503's body was read to its end before the retry, so a
+  // body that never ended held the client until idle_ms (60 s by default).
+  it('retries a 503 whose body never ends without waiting for that body', async () => {
+    const trickling = await tinyServer((_req, res) => {
+      res.writeHead(503, { 'content-type': 'application/json' })
+      res.write('{"error": {"message": "overloaded", "detail": "')
+    })
+    const healthy = await standIn({ tokens: 3 })
+    const gw = await gateway({
+      retries: 1,
+      balance: 'round_robin',
+      backends: [
+        { url: trickling.url, name: 'trickling' },
+        { url: healthy.url, name: 'healthy' },
+      ],
+    })
+
+    // Round robin starts with the first backend, the trickling one. 5 s is far below the 60 s idle_ms the old code waited.
+    const answer = await post(gw, {}, AbortSignal.timeout(5000))
+
+    expect(answer.status).toBe(200)
+    expect(contentOf(answer.text)).toBe('tok0 tok1 tok2 ')
+    expect(trickling.chatRequests()).toBe(1)
+    expect(healthy.received).toHaveLength(1)
+  })
+
   it('does not retry a 400 answer: the client gets it byte for byte and the other backend nothing', async () => {
     const body = '{"object":"error","message":"max_tokens is too large","type":"BadRequestError","param":null,"code":400}'
     const refusing = await tinyServer((_req, res) => {
