@@ -25,6 +25,8 @@ export const ServerConfig = Type.Object(
     host: Type.String({ default: '127.0.0.1', minLength: 1 }),
     port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
     body_limit_bytes: Type.Integer({ default: 8 * 1024 * 1024, minimum: 1024 }),
+    // The largest chat answer read whole (not streamed) before it is sent on: it is held in memory.
+    answer_limit_bytes: Type.Integer({ default: 64 * 1024 * 1024, minimum: 1024 }),
     shutdown_grace_ms: Type.Integer({ default: 30000, minimum: 0 }),
     // When set, /metrics is served on this port only (same host), off the public listener.
     metrics_port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),

@@ -19,7 +19,8 @@ import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } 
 import { ClientDeparture } from './client-departure.js'
 import { SseRelay } from './sse-relay.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
-import type { UpstreamCall } from './upstream-call.js'
+import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
+import { GatewayError } from '../errors/gateway-error.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -82,12 +83,13 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
 
   let body: Buffer
   try {
-    body = await answer.call.readAll()
+    body = await answer.call.readAll(ctx.config.server.answer_limit_bytes)
   } catch (error) {
     settle(null)
     if (client.aborted) return reply.hijack()
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
+    if (error instanceof AnswerTooLargeError) throw answerTooLargeError(answer.backend.name, error)
     throw brokenAnswerError(reason, `backend "${answer.backend.name}"`, error)
   }
   if (answer.statusCode !== 200) {
@@ -185,6 +187,11 @@ function backendStats(ctx: GatewayContext, route: ModelRoute, slots: ModelSlots,
       return [name, { inFlight: slots.inFlight(name), backendWaiting: load?.waiting, backendRunning: load?.running, kvCacheUsage: load?.kvCacheUsage }]
     }),
   )
+}
+
+function answerTooLargeError(backend: string, cause: AnswerTooLargeError): GatewayError {
+  const message = `Backend "${backend}" sent an answer larger than ${cause.limitBytes} bytes, the most this gateway holds (server.answer_limit_bytes); ask for a stream instead.`
+  return new GatewayError('upstream_bad_response', message, { cause })
 }
 
 function passiveFailureOf(outcome: AttemptOutcome): PassiveFailure {

@@ -34,6 +34,16 @@ export class InvalidStatusError extends Error {
   }
 }
 
+/** An answer longer than the caller would hold in memory. */
+export class AnswerTooLargeError extends Error {
+  readonly limitBytes: number
+  constructor(limitBytes: number) {
+    super(`the answer is larger than ${limitBytes} bytes`)
+    this.name = 'AnswerTooLargeError'
+    this.limitBytes = limitBytes
+  }
+}
+
 export class UpstreamCall implements Dispatcher.DispatchHandler {
   /** Settles when the answer's status and headers are in, or the exchange failed before them. */
   readonly head: Promise<UpstreamHead>
@@ -96,12 +106,22 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     else if (this.#finished?.kind === 'error') sink.error(this.#finished.error)
   }
 
-  /** The whole body in one buffer. */
-  readAll(): Promise<Buffer> {
+  /** The whole body in one buffer; past `limitBytes` the exchange is aborted and this rejects with AnswerTooLargeError. */
+  readAll(limitBytes = Infinity): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = []
+      let size = 0
       this.consume({
-        data: (chunk) => chunks.push(chunk) > 0,
+        data: (chunk) => {
+          size += chunk.length
+          if (size <= limitBytes) return chunks.push(chunk) > 0
+          // Rejected here, not through `error`: a body already wholly in ends normally after this.
+          chunks.length = 0
+          const tooLarge = new AnswerTooLargeError(limitBytes)
+          reject(tooLarge)
+          this.abort(tooLarge)
+          return false
+        },
         end: () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)),
         error: reject,
       })

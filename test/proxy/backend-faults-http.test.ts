@@ -90,12 +90,12 @@ interface Fixture {
   readonly healthyBackend: VllmStandIn
 }
 
-async function fixture(fault: Fault, model: Record<string, unknown> = {}): Promise<Fixture> {
+async function fixture(fault: Fault, model: Record<string, unknown> = {}, server: Record<string, unknown> = {}): Promise<Fixture> {
   const faulty = await faultyBackend(fault)
   const healthyBackend = await startVllmStandIn({ hold: true, tokens: 3 })
   cleanups.push(() => healthyBackend.close())
   const gw = await startTestGateway({
-    server: { shutdown_grace_ms: 500 },
+    server: { shutdown_grace_ms: 500, ...server },
     auth: { keys: [key.entry] },
     models: [
       {
@@ -359,6 +359,58 @@ describe('a backend that answers with a status beyond 599', () => {
     expect(raw.status).toBe(502)
     expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response' })
     expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm', reason: 'bad_response' })).toBe(1)
+    await expectNothingElseAffected(f, { '502': 1 }, 1)
+  })
+})
+
+describe('a backend whose JSON answer is larger than server.answer_limit_bytes', () => {
+  const LIMIT = 4096
+  /** A valid completion of exactly `size` bytes. */
+  const completionOf = (size: number) => {
+    const padding = size - GOOD_COMPLETION.length
+    return GOOD_COMPLETION.replace('"content":"fine"', `"content":"fine${'.'.repeat(padding)}"`)
+  }
+
+  it('one byte over the limit is 502 upstream_bad_response naming the key; the slot is freed', async () => {
+    const big = completionOf(LIMIT + 1)
+    const f = await fixture((res) => res.writeHead(200, { 'content-type': 'application/json', 'content-length': big.length }).end(big), {}, { answer_limit_bytes: LIMIT })
+
+    const raw = await post(f.gw, { model: 'm' })
+
+    expect(raw.status).toBe(502)
+    expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response', message: expect.stringContaining('server.answer_limit_bytes') as unknown as string })
+    await expectNothingElseAffected(f, { '502': 1 }, 1)
+  })
+
+  it('an answer exactly at the limit passes unchanged', async () => {
+    const exact = completionOf(LIMIT)
+    expect(exact.length).toBe(LIMIT)
+    const f = await fixture((res) => res.writeHead(200, { 'content-type': 'application/json', 'content-length': exact.length }).end(exact), {}, { answer_limit_bytes: LIMIT })
+
+    const raw = await post(f.gw, { model: 'm' })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(exact)
+    await expectNothingElseAffected(f, { '200': 1 }, 1)
+  })
+
+  // Regression: answers were buffered whole, so a backend could run the gateway out of memory.
+  it('a body that never ends is cut off at the limit: the backend connection is closed and the client answered', async () => {
+    let backendSocketClosed!: Promise<unknown>
+    const f = await fixture(
+      (res) => {
+        backendSocketClosed = once(res.socket!, 'close')
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.write(`{"choices":[{"message":{"content":"${'x'.repeat(2 * LIMIT)}`)
+      },
+      {},
+      { answer_limit_bytes: LIMIT },
+    )
+
+    const raw = await post(f.gw, { model: 'm' })
+
+    expect(raw.status).toBe(502)
+    await backendSocketClosed
     await expectNothingElseAffected(f, { '502': 1 }, 1)
   })
 })
