@@ -16,6 +16,15 @@ function defaulted<T extends TSchema>(schema: T): T {
 const HttpUrl = Type.String({ pattern: '^https?://[^\\s/]+', description: 'an http:// or https:// URL' })
 const Sha256Hex = Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: '64 hex characters' })
 
+/**
+ * How long an idle pooled connection is kept for reuse. It must be shorter
+ * than the server's own idle timeout (uvicorn, under vLLM and FastAPI,
+ * closes after 5 s and does not announce it), or a request can be written
+ * just as the server closes and fail with a reset: seen as occasional 502s
+ * with undici's 30 s. The default is undici's own.
+ */
+const KeepAliveMs = Type.Integer({ default: 4000, minimum: 1 })
+
 export const SCOPES = ['chat', 'training', 'checkpoints', 'objects'] as const
 export const BEARER_SCOPES = ['chat', 'training', 'checkpoints'] as const
 export type Scope = (typeof SCOPES)[number]
@@ -119,6 +128,7 @@ export const ModelConfig = Type.Object(
           first_byte_ms: Type.Integer({ default: 120000, minimum: 1 }),
           // Longest silence between two chunks of an answer once it started.
           idle_ms: Type.Integer({ default: 60000, minimum: 1 }),
+          keep_alive_ms: KeepAliveMs,
         },
         closed,
       ),
@@ -156,6 +166,7 @@ export const UpstreamConfig = Type.Object(
         {
           connect_ms: Type.Integer({ default: 2000, minimum: 1 }),
           first_byte_ms: Type.Integer({ default: 60000, minimum: 1 }),
+          keep_alive_ms: KeepAliveMs,
         },
         closed,
       ),

@@ -37,7 +37,9 @@ export class Backend {
       connect: exactConnector(model.timeouts.connect_ms),
       headersTimeout: model.timeouts.first_byte_ms,
       bodyTimeout: model.timeouts.idle_ms,
-      keepAliveTimeout: 30_000,
+      keepAliveTimeout: model.timeouts.keep_alive_ms,
+      // Also the most a server's own `Keep-Alive: timeout=N` may stretch it to.
+      keepAliveMaxTimeout: model.timeouts.keep_alive_ms,
     })
   }
 

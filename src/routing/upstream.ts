@@ -18,7 +18,8 @@ export class Upstream {
       connect: exactConnector(settings.timeouts.connect_ms),
       headersTimeout: settings.timeouts.first_byte_ms,
       bodyTimeout: settings.timeouts.first_byte_ms,
-      keepAliveTimeout: 30_000,
+      keepAliveTimeout: settings.timeouts.keep_alive_ms,
+      keepAliveMaxTimeout: settings.timeouts.keep_alive_ms,
     })
   }
 

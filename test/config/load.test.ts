@@ -51,7 +51,7 @@ describe('parseConfig: defaults', () => {
         max_concurrency_per_backend: 64,
         queue: { max_size: 1000, max_wait_ms: 30000 },
         retries: 1,
-        timeouts: { connect_ms: 2000, first_byte_ms: 120000, idle_ms: 60000 },
+        timeouts: { connect_ms: 2000, first_byte_ms: 120000, idle_ms: 60000, keep_alive_ms: 4000 },
         health: { path: '/health', interval_ms: 5000, unhealthy_after: 3 },
         backends: [{ url: 'http://127.0.0.1:8000', name: 'http://127.0.0.1:8000', weight: 1 }],
       },
@@ -61,7 +61,7 @@ describe('parseConfig: defaults', () => {
   it('fills the members of a partly given nested object', () => {
     const config = ok(`${MODEL}    queue: { max_size: 5 }\n    timeouts: { first_byte_ms: 10 }\n    health: { path: /ready }\n`)
     expect(config.models[0]!.queue).toEqual({ max_size: 5, max_wait_ms: 30000 })
-    expect(config.models[0]!.timeouts).toEqual({ connect_ms: 2000, first_byte_ms: 10, idle_ms: 60000 })
+    expect(config.models[0]!.timeouts).toEqual({ connect_ms: 2000, first_byte_ms: 10, idle_ms: 60000, keep_alive_ms: 4000 })
     expect(config.models[0]!.health).toEqual({ path: '/ready', interval_ms: 5000, unhealthy_after: 3 })
   })
 
