@@ -44,8 +44,21 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: G
   return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
 }
 
+/**
+ * Besides the access line every request gets: a gateway fault at error
+ * level with its stack; an upstream failure at warn with what undici said
+ * (why the backend failed is not on the access line). Admission's 503s
+ * (queue_timeout, no_healthy_backend, shutting_down) are routine under
+ * load or in an outage, so, like its 429s, they get no line of their own:
+ * one error line with a stack per refused request flooded the logs.
+ */
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const gatewayError = toGatewayError(error)
-  if (gatewayError.status >= 500) request.log.error({ err: error, request_id: request.facts.requestId }, 'request failed')
+  const requestId = request.facts.requestId
+  if (gatewayError.code === 'internal_error') request.log.error({ err: error, request_id: requestId }, 'request failed')
+  else if (gatewayError.code.startsWith('upstream_')) {
+    const cause = gatewayError.cause instanceof Error ? gatewayError.cause.message : null
+    request.log.warn({ request_id: requestId, error_code: gatewayError.code, cause }, gatewayError.message)
+  }
   return sendError(request, reply, gatewayError)
 }

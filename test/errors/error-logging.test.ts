@@ -1,0 +1,77 @@
+/**
+ * What a failed request writes besides its access line (error-handler.ts):
+ * an upstream failure one warn line with undici's reason; admission's
+ * routine 503s nothing more (one error line with a stack per refused
+ * request once flooded the logs in an overload or an outage).
+ */
+import { once } from 'node:events'
+import { createServer } from 'node:net'
+import type { AddressInfo } from 'node:net'
+import { describe, expect, it } from 'vitest'
+import { startVllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { cleanupsAfterEach } from '../support/cleanups.js'
+import { until } from '../support/metrics.js'
+
+const key = makeKey('team-a', ['chat'])
+const cleanups = cleanupsAfterEach()
+
+async function gateway(model: Record<string, unknown>): Promise<TestGateway> {
+  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', ...model }] })
+  cleanups.push(() => gw.shutdown())
+  return gw
+}
+
+function chat(gw: TestGateway): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+  })
+}
+
+/** A port nothing listens on (bound, then closed). */
+async function deadPort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address() as AddressInfo
+  server.close()
+  await once(server, 'close')
+  return port
+}
+
+/** Log lines other than access lines and the gateway's start-up and health chatter, once the access line is in. */
+async function linesBesidesAccess(gw: TestGateway, status: number): Promise<Record<string, unknown>[]> {
+  await until(() => gw.logLines().some((l) => l.msg === 'request completed' && l.status === status), `the ${status} access line`)
+  return gw.logLines().filter((l) => l.request_id !== undefined && l.msg !== 'request completed')
+}
+
+describe('logging of failed requests', () => {
+  it('an unreachable backend: one warn line naming the code and undici\'s reason, no error line', async () => {
+    const gw = await gateway({ retries: 0, health: { unhealthy_after: 100 }, backends: [{ url: `http://127.0.0.1:${await deadPort()}`, name: 'gone' }] })
+
+    const answer = await chat(gw)
+    expect(answer.status).toBe(502)
+
+    const lines = await linesBesidesAccess(gw, 502)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatchObject({ level: 40, error_code: 'upstream_unreachable', cause: expect.stringContaining('ECONNREFUSED') as unknown as string })
+    expect(lines[0]).not.toHaveProperty('err')
+  })
+
+  it('a queue_timeout 503 writes nothing besides its access line', async () => {
+    const held = await startVllmStandIn({ hold: true })
+    cleanups.push(() => held.close())
+    const gw = await gateway({ max_concurrency_per_backend: 1, queue: { max_wait_ms: 50 }, backends: [{ url: held.url, name: 'b' }] })
+    const first = chat(gw)
+    await once(held.events, 'held')
+
+    const second = await chat(gw)
+    expect(second.status).toBe(503)
+    expect(await linesBesidesAccess(gw, 503)).toEqual([])
+    expect(gw.logLines().filter((l) => (l.level as number) >= 50)).toEqual([])
+
+    held.releaseHeld(1)
+    expect((await first).status).toBe(200)
+  })
+})
