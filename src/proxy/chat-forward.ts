@@ -144,7 +144,7 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
       ctx.monitor.reportFailure(job.route, answer.backend, 'status')
       request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
       request.facts.errorCode = failure.code
-      res.end(SseRelay.failure(failure.toBody()))
+      res.end(relay.failure(failure.toBody()))
     },
   })
   // The backend sent its headers but no whole event yet: the client hears of the stream now.

@@ -25,6 +25,8 @@ export class SseEventSplitter {
   #lineEmpty = true
   /** The held bytes end in a CR whose meaning (CR or CRLF) the next byte decides. */
   #heldCR = false
+  /** Part of the current event was handed on already (it outgrew the bound). */
+  #handedOnPart = false
 
   constructor(maxEventBytes = MAX_EVENT_BYTES) {
     this.#maxEventBytes = maxEventBytes
@@ -68,6 +70,11 @@ export class SseEventSplitter {
     return events
   }
 
+  /** Whether the receiver holds the start of an event whose end has not come (it outgrew the bound). */
+  get midEvent(): boolean {
+    return this.#handedOnPart
+  }
+
   /** Bytes of an unfinished event (non-empty only when the stream ended mid-event). */
   rest(): Buffer {
     return this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts)
@@ -81,6 +88,7 @@ export class SseEventSplitter {
   }
 
   #take(chunk: Buffer, from: number, to: number): Buffer {
+    this.#handedOnPart = false
     const tail = chunk.subarray(from, to)
     if (this.#parts.length === 0) return tail
     this.#parts.push(tail)
@@ -96,6 +104,7 @@ export class SseEventSplitter {
     if (this.#partsLength <= this.#maxEventBytes || this.#heldCR) return
     // Oversized: pass on what there is; the event's end comes as a later piece.
     events.push(this.#parts.length === 1 ? bytes : Buffer.concat(this.#parts, this.#partsLength))
+    this.#handedOnPart = true
     this.#parts = []
     this.#partsLength = 0
   }

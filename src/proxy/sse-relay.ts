@@ -55,8 +55,14 @@ export class SseRelay {
     return rest.length > 0 ? rest : null
   }
 
-  /** The upstream failed mid-stream: the closing error event and `[DONE]`. */
-  static failure(body: ErrorBody): Buffer {
-    return Buffer.from(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`)
+  /**
+   * The upstream failed mid-stream: the closing error event and `[DONE]`.
+   * When the client already holds the start of an event that outgrew the
+   * splitter's bound, a blank line ends that event first: glued to it, the
+   * error event would have been part of its (broken) data, never its own.
+   */
+  failure(body: ErrorBody): Buffer {
+    const close = this.#splitter.midEvent ? '\n\n' : ''
+    return Buffer.from(`${close}data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`)
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../src/errors/gateway-error.js'
+import { MAX_EVENT_BYTES } from '../../src/proxy/sse-events.js'
 import { SseRelay } from '../../src/proxy/sse-relay.js'
 
 const header = '"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m"'
@@ -56,9 +57,31 @@ describe('SseRelay', () => {
     expect(relay.end()?.toString()).toBe('data: {"choi')
   })
 
-  it('closes a failed stream with an error event and [DONE]', () => {
-    const body = new GatewayError('upstream_bad_response', 'Upstream backend "b1" closed the connection before answering.').toBody()
-    const text = SseRelay.failure(body).toString('utf8')
-    expect(text).toBe(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`)
+  const failureBody = new GatewayError('upstream_bad_response', 'Upstream backend "b1" closed the connection before answering.').toBody()
+
+  it('closes a failed stream with an error event and [DONE], dropping an unfinished event the client never saw', () => {
+    const relay = new SseRelay(false)
+    relay.push(Buffer.from('data: {"choices":[]}\n\ndata: {"cho'))
+    expect(relay.failure(failureBody).toString('utf8')).toBe(`data: ${JSON.stringify(failureBody)}\n\ndata: [DONE]\n\n`)
+  })
+
+  // Regression: after an event that outgrew the splitter's bound was passed on
+  // in part, the error event was glued onto its unfinished line.
+  it('ends an event the client holds the start of before the error event', () => {
+    const relay = new SseRelay(false)
+    const start = relay.push(Buffer.from(`data: {"content":"${'y'.repeat(MAX_EVENT_BYTES)}`)).out
+    expect(start?.toString('utf8').endsWith('yyy')).toBe(true)
+    const text = relay.failure(failureBody).toString('utf8')
+    expect(text).toBe(`\n\ndata: ${JSON.stringify(failureBody)}\n\ndata: [DONE]\n\n`)
+    // As an SSE parser sees the whole stream: the broken event, then the error as an event of its own.
+    const events = `${start!.toString('utf8')}${text}`.split('\n\n').filter((e) => e !== '')
+    expect(events.slice(-2)).toEqual([`data: ${JSON.stringify(failureBody)}`, 'data: [DONE]'])
+  })
+
+  it('after the oversized event ended, a failure needs no extra blank line', () => {
+    const relay = new SseRelay(false)
+    relay.push(Buffer.from(`data: {"content":"${'y'.repeat(MAX_EVENT_BYTES)}`))
+    relay.push(Buffer.from('"}\n\n'))
+    expect(relay.failure(failureBody).toString('utf8').startsWith('data: ')).toBe(true)
   })
 })
