@@ -15,6 +15,8 @@ const HOP_BY_HOP = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
+  // Not in RFC 9110's list, but RFC 9110 §7.6.1 names it as one to remove (old clients send it).
+  'proxy-connection',
   // Recomputed by the gateway for the body it actually sends.
   'content-length',
 ])
