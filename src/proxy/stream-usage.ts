@@ -52,7 +52,7 @@ const CONTENT_DELTA = /"(?:content|reasoning_content|reasoning)":"[^"]|"tool_cal
 export function carriesContent(event: Buffer): boolean {
   return CONTENT_DELTA.test(event.toString('utf8'))
 }
-const TRAILING_NULL_USAGE = /,"usage":null\}(\r?\n\r?\n)$/
+const TRAILING_NULL_USAGE = /,"usage":null\}(\r\n\r\n|\n\n|\r\r)$/
 
 export interface EventVerdict {
   /** The event as the client gets it; null to drop it. */
@@ -63,6 +63,7 @@ export interface EventVerdict {
 const NULL_CLOSE = Buffer.from('null}')
 const COMMA = 0x2c
 const LF = 0x0a
+const CR = 0x0d
 
 /** How nearly every chunk of a stream with include_usage ends, as vLLM writes it: one line, LF-framed. */
 const NULL_USAGE_TAIL = Buffer.from(',"usage":null}\n\n')
@@ -130,14 +131,20 @@ function trailingNullUsageEnd(event: Buffer, at: number): number {
   if (event.indexOf(NULL_CLOSE, valueAt) !== valueAt) return -1
   const close = valueAt + NULL_CLOSE.length - 1
   const tail = event.subarray(close + 1).toString('latin1')
-  if (tail !== '\n\n' && tail !== '\r\n\r\n') return -1
+  if (tail !== '\n\n' && tail !== '\r\n\r\n' && tail !== '\r\r') return -1
   // One line: the first line break is the terminator's.
-  return event.indexOf(LF) >= close ? valueAt + 'null'.length : -1
+  return firstLineBreak(event) > close ? valueAt + 'null'.length : -1
+}
+
+function firstLineBreak(event: Buffer): number {
+  const lf = event.indexOf(LF)
+  const cr = event.indexOf(CR)
+  return lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr)
 }
 
 /** The payload of an event's `data:` lines (joined by newlines, per the SSE spec). */
 function dataOf(event: string): string | null {
-  const lines = event.split(/\r?\n/).filter((line) => line.startsWith('data:'))
+  const lines = event.split(/\r\n|\r|\n/).filter((line) => line.startsWith('data:'))
   if (lines.length === 0) return null
   return lines.map((line) => line.slice(line.startsWith('data: ') ? 6 : 5)).join('\n')
 }

@@ -56,9 +56,22 @@ describe('inspectEvent', () => {
     expect(inspectEvent(event(nested), true).forward?.toString('utf8')).toBe(`data: {${header},"meta":{"usage":1}}\n\n`)
   })
 
-  it('keeps the line ending of an event whose trailing "usage":null it removes', () => {
-    const crlf = contentChunkWithNullUsage.replace(/\n\n$/, '\r\n\r\n')
-    expect(inspectEvent(event(crlf), true).forward?.toString('utf8')).toBe(contentChunk.replace(/\n\n$/, '\r\n\r\n'))
+  it('keeps the line ending of an event whose trailing "usage":null it removes: CRLF and lone CR', () => {
+    for (const ending of ['\r\n\r\n', '\r\r']) {
+      const framed = contentChunkWithNullUsage.replace(/\n\n$/, ending)
+      expect(inspectEvent(event(framed), true).forward?.toString('utf8'), JSON.stringify(ending)).toBe(contentChunk.replace(/\n\n$/, ending))
+      expect(inspectEvent(event(framed), false).forward?.toString('utf8')).toBe(framed)
+    }
+  })
+
+  it('reads the usage of a usage-only chunk framed with lone CRs, and drops it when stripping', () => {
+    const usageOnly = `data: {${header},"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\r\r`
+    expect(inspectEvent(event(usageOnly), true)).toEqual({ forward: null, usage: { prompt: 1, completion: 2 } })
+  })
+
+  it('strips a trailing "usage":null of a lone-CR event spread over two data: lines through the parsing path', () => {
+    const twoLines = `data: {${header},\rdata: "choices":[],"usage":null}\r\r`
+    expect(inspectEvent(event(twoLines), true).forward?.toString('utf8')).toBe(`data: {${header},\rdata: "choices":[]}\r\r`)
   })
 
   it('does not treat a chunk with choices as usage-only, even when stripping', () => {
