@@ -155,6 +155,8 @@ function upstreamRequestHeaders(request: FastifyRequest, requestId: string): Hea
   const headers = forwardedRequestHeaders(request.headers)
   headers['content-type'] = 'application/json'
   headers['x-request-id'] = requestId
+  // The gateway reads every answer (usage, events): a compressed one would be a 502.
+  headers['accept-encoding'] = 'identity'
   return headers
 }
 

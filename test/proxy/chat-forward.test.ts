@@ -123,6 +123,21 @@ describe('chat through the gateway with the openai client', () => {
     expect(backend.inFlight()).toBe(0)
   })
 
+  // A backend may compress when the request says nothing (RFC 9110 §12.5.3); the gateway must read the answer.
+  it('asks the backend for an uncompressed answer, whatever the client accepts', async () => {
+    const backend = await standIn()
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+
+    const answer = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'accept-encoding': 'gzip, br' },
+      body: JSON.stringify({ model: 'm', messages }),
+    })
+
+    expect(answer.status).toBe(200)
+    expect(backend.received[0]?.headers['accept-encoding']).toBe('identity')
+  })
+
   it('sends the backend api_key upstream, never the client token', async () => {
     const backend = await standIn({ apiKey: 'backend-secret' })
     const gw = await gateway({ backends: [{ url: backend.url, api_key: 'backend-secret' }] })
