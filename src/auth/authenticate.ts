@@ -28,6 +28,16 @@ function unauthorized(requirement: AuthRequirement, code: 'missing_credentials' 
   return new GatewayError(code, message, { headers: { 'www-authenticate': challenge } })
 }
 
+/** 403: the credentials are good, so the refusal names whom it refused (the access log records it). */
+export class InsufficientScopeError extends GatewayError {
+  readonly principal: Principal
+
+  constructor(principal: Principal, requirement: AuthRequirement) {
+    super('insufficient_scope', `Credentials "${principal.id}" lack the "${requirement.scope}" scope this route needs.`)
+    this.principal = principal
+  }
+}
+
 /** Several Authorization headers: which one counts is ambiguous, so none does. */
 export function duplicateCredentials(requirement: AuthRequirement): GatewayError {
   return unauthorized(requirement, 'invalid_credentials', 'Send exactly one Authorization header.')
@@ -56,7 +66,7 @@ export function admitted(principal: Principal | null, requirement: AuthRequireme
     throw unauthorized(requirement, 'invalid_credentials', requirement.scheme === 'bearer' ? 'Invalid API key.' : 'Invalid username or password.')
   }
   if (!principal.scopes.includes(requirement.scope)) {
-    throw new GatewayError('insufficient_scope', `Credentials "${principal.id}" lack the "${requirement.scope}" scope this route needs.`)
+    throw new InsufficientScopeError(principal, requirement)
   }
   return principal
 }

@@ -5,9 +5,9 @@
  * rather than have the two disagree about who is calling. A header its
  * connection already proved is not checked again (proven-credentials.ts).
  */
-import type { onRequestHookHandler } from 'fastify'
+import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Authenticators } from './authenticate.js'
-import { admitted, authenticate, duplicateCredentials } from './authenticate.js'
+import { admitted, authenticate, duplicateCredentials, InsufficientScopeError } from './authenticate.js'
 import type { AuthRequirement, Principal } from './principal.js'
 
 export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement): onRequestHookHandler {
@@ -24,7 +24,7 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
     try {
       outcome = known !== null ? admitted(known, requirement) : authenticate(header, requirement, authenticators)
     } catch (error) {
-      done(error as Error)
+      done(refusal(request, error))
       return
     }
     const proven = (principal: Principal) => {
@@ -41,9 +41,15 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
         proven(principal)
         done()
       },
-      (error: unknown) => done(error as Error),
+      (error: unknown) => done(refusal(request, error)),
     )
   }
+}
+
+/** A 403 still names who asked: the access log records the principal that lacked the scope. */
+function refusal(request: FastifyRequest, error: unknown): Error {
+  if (error instanceof InsufficientScopeError) request.facts.principal = error.principal
+  return error as Error
 }
 
 function countAuthorizationHeaders(rawHeaders: readonly string[]): number {
