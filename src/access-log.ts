@@ -1,7 +1,9 @@
 /**
  * One log line and one set of metric updates per request, when its response
- * closes: finished normally or cut off by the client (logged as status 499,
- * nginx's "client closed request"). Bodies and credentials are never logged.
+ * closes: finished normally, cut off by the client (logged as status 499,
+ * nginx's "client closed request"), or cut off by the gateway because its
+ * upstream broke off the answer (logged with the status the client got and
+ * the error code). Bodies and credentials are never logged.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Metrics } from './metrics/registry.js'
@@ -11,8 +13,9 @@ export const CLIENT_CLOSED_REQUEST = 499
 export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: FastifyReply): void {
   // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
   reply.raw.on('close', () => {
-    const status = reply.raw.writableFinished ? reply.statusCode : CLIENT_CLOSED_REQUEST
     const facts = request.facts
+    // An unfinished answer with an error code was ended by the gateway, not the client.
+    const status = reply.raw.writableFinished || facts.errorCode !== null ? reply.statusCode : CLIENT_CLOSED_REQUEST
     const seconds = reply.elapsedTime / 1000
     metrics.requestsTotal.inc({ route: facts.route, model: facts.model, status: String(status) })
     metrics.requestDuration.observe({ route: facts.route, model: facts.model }, seconds)

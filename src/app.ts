@@ -45,7 +45,9 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     // line about a request names its request_id itself.
     childLoggerFactory: (logger) => logger,
     bodyLimit: ctx.config.server.body_limit_bytes,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
+    // Node caps the request line and headers at 16 KiB, so any segment that
+    // arrives fits: the route runs, credentials first, then its own length rule.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 16384 },
     requestIdHeader: false,
     genReqId: (raw) => {
       const header = raw.headers['x-request-id']
@@ -59,6 +61,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       request.facts = newRequestFacts('unknown', request.id)
       recordOnClose(ctx.metrics, request, reply)
       reply.header('x-request-id', request.id)
+      // Only when Node's header limit is raised past maxParamLength (--max-http-header-size): a route's own checks answer first otherwise.
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
       const refusal = tooLong
         ? new GatewayError('uri_too_long', 'A path segment is longer than this gateway accepts.')

@@ -1,18 +1,22 @@
 /**
  * Forwards a validated platform request to its upstream and passes the
  * answer back unchanged: status, headers less hop-by-hop ones, and the body
- * streamed as it arrives (an object's value can be large).
+ * streamed as it arrives (an object's value can be large). The one header
+ * the gateway sets itself is `X-Request-Id`: every answer names the
+ * gateway's id, as on the chat route.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { errors } from 'undici'
+import { errors, type Dispatcher } from 'undici'
 import type { GatewayContext } from '../context.js'
-import { classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import type { GatewayError } from '../errors/gateway-error.js'
+import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 
 export interface UpstreamCall {
-  readonly method: 'GET' | 'POST'
+  /** HEAD stays HEAD: the upstream sends no body, so none is fetched only to be dropped. */
+  readonly method: 'GET' | 'HEAD' | 'POST'
   /** Path and query, already safe to send. */
   readonly path: string
   readonly body: Buffer | null
@@ -23,6 +27,22 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) client.abort()
   })
+  const response = await callUpstream(ctx, request, upstream, call, client)
+  if (response === null) return reply
+  request.facts.backend = upstream.name
+  if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
+  watchBody(ctx, request, upstream, response.body, client.signal)
+  const headers = responseHeadersFromUpstream(response.headers)
+  headers['x-request-id'] = request.facts.requestId
+  // The head leaves when fastify starts the body, not with its first byte: a
+  // body failing before that byte is then broken off like any other, where
+  // fastify would answer a 500 (its error handler cannot tell it from a bug).
+  reply.raw.once('pipe', () => reply.raw.flushHeaders())
+  return reply.code(response.statusCode).headers(headers).send(response.body)
+}
+
+/** The upstream's answer up to its headers; null when the client left first (nothing to answer). */
+async function callUpstream(ctx: GatewayContext, request: FastifyRequest, upstream: Upstream, call: UpstreamCall, client: AbortController): Promise<Dispatcher.ResponseData | null> {
   const headers: HeaderMap = { ...forwardedRequestHeaders(request.headers), 'x-request-id': request.facts.requestId }
   if (call.body !== null) headers['content-type'] = 'application/json'
   const authorization = upstreamAuthorization(upstream.settings.auth, request.headers.authorization)
@@ -30,20 +50,44 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
 
   // On time, unlike undici's own headers timeout (a ~0.5 s tick): ends the call with the error that one raises.
   const firstByte = setTimeout(() => client.abort(new errors.HeadersTimeoutError()), upstream.settings.timeouts.first_byte_ms)
-  let response
   try {
-    response = await upstream.pool.request({ method: call.method, path: upstream.pathFor(call.path), headers, body: call.body, signal: client.signal })
+    return await upstream.pool.request({ method: call.method, path: upstream.pathFor(call.path), headers, body: call.body, signal: client.signal })
   } catch (error) {
-    if (client.signal.aborted && !(client.signal.reason instanceof errors.HeadersTimeoutError)) return reply
+    if (client.signal.aborted && !(client.signal.reason instanceof errors.HeadersTimeoutError)) return null
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason })
     throw upstreamError(reason, `"${upstream.name}"`, error)
   } finally {
     clearTimeout(firstByte)
   }
-  request.facts.backend = upstream.name
-  response.body.once('error', (error: Error) => {
-    if (!client.signal.aborted) request.log.warn({ err: error, request_id: request.facts.requestId, upstream: upstream.name }, 'upstream failed mid-body')
+}
+
+/**
+ * fastify (and node:http) cannot send a status outside 200–599 (an upstream
+ * may write `HTTP/1.1 600`): a broken answer, not one to pass on. Its body is
+ * dropped unread; destroying it raises undici's RequestAbortedError, which no
+ * one is left to hear.
+ */
+function badStatus(ctx: GatewayContext, upstream: Upstream, response: Dispatcher.ResponseData): GatewayError {
+  response.body.on('error', () => undefined)
+  response.body.destroy()
+  ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'bad_response' })
+  return upstreamError('bad_response', `"${upstream.name}"`, new Error(`status ${response.statusCode}`))
+}
+
+/**
+ * An upstream failing after its headers were sent on: the client's status
+ * stands, and fastify cuts the connection before the body's end, which is
+ * how the client learns of it. The error code recorded here keeps the access
+ * line at that status instead of 499 (access-log.ts). A failure caused by the
+ * client leaving (the abort) is not the upstream's.
+ */
+function watchBody(ctx: GatewayContext, request: FastifyRequest, upstream: Upstream, body: Dispatcher.ResponseData['body'], clientGone: AbortSignal): void {
+  body.once('error', (error: Error) => {
+    if (clientGone.aborted) return
+    const failure = brokenAnswerError(classifyUpstreamFailure(error), `"${upstream.name}"`, error)
+    request.facts.errorCode = failure.code
+    ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'mid_stream' })
+    request.log.warn({ err: error, request_id: request.facts.requestId, upstream: upstream.name }, 'upstream failed mid-body')
   })
-  return reply.code(response.statusCode).headers(responseHeadersFromUpstream(response.headers)).send(response.body)
 }

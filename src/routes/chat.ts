@@ -9,7 +9,7 @@ import { findRuleViolation } from '../schemas/chat-rules.js'
 import { normalizeChat, withStreamUsage } from '../schemas/normalize-chat.js'
 import { admitKey } from '../scheduling/key-policy.js'
 import { affinityKey } from '../routing/balancers/prefix-affinity.js'
-import { chooseRequestId } from '../schemas/request-id.js'
+import { chooseRequestId, REQUEST_ID_RULE } from '../schemas/request-id.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { forwardChat } from '../proxy/chat-forward.js'
 
@@ -58,7 +58,6 @@ function resolveRequestId(request: FastifyRequest, body: ChatCompletionBody): st
   // Reached only without a usable header, when app.ts's genReqId has already made a fresh id: reuse it.
   const choice = chooseRequestId(typeof header === 'string' ? header : header?.join(','), body.request_id, () => request.id)
   if (choice.ok) return choice.id
-  const rule = 'must be 1 to 128 characters of A-Z a-z 0-9 . _ : -'
-  if (choice.source === 'header') throw new GatewayError('invalid_request_id', `The X-Request-Id header ${rule}.`)
-  throw new GatewayError('invalid_request_id', `request_id ${rule}.`, { param: 'request_id' })
+  if (choice.source === 'header') throw new GatewayError('invalid_request_id', `The X-Request-Id header ${REQUEST_ID_RULE}.`)
+  throw new GatewayError('invalid_request_id', `request_id ${REQUEST_ID_RULE}.`, { param: 'request_id' })
 }

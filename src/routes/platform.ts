@@ -13,6 +13,7 @@ import { compileBodyCheck } from '../schemas/body-validator.js'
 import { ObjectReadRequest } from '../schemas/objects.js'
 import { TrainingJobRequest } from '../schemas/training.js'
 import { checkpointUpstreamPath, parseCheckpointQuery } from '../schemas/checkpoints.js'
+import { checkRequestIdHeader } from '../schemas/request-id.js'
 import type { RouteFamily } from '../request-facts.js'
 import { forwardToUpstream, type UpstreamCall } from '../proxy/upstream-forward.js'
 
@@ -55,7 +56,8 @@ export const PLATFORM_ROUTES: readonly PlatformRoute[] = [
     prepare: (request) => {
       const { model_id } = request.params as { model_id: string }
       const query = parseCheckpointQuery(request.query as Record<string, unknown>)
-      return { method: 'GET', path: checkpointUpstreamPath(model_id, query), body: null }
+      // fastify answers HEAD with this GET route: the upstream gets a HEAD too.
+      return { method: request.method === 'HEAD' ? 'HEAD' : 'GET', path: checkpointUpstreamPath(model_id, query), body: null }
     },
   },
   {
@@ -77,7 +79,12 @@ export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext
       url: route.url,
       config: { family: route.family },
       onRequest: requireAuth(ctx.authenticators, route.auth),
-      handler: (request, reply) => forwardToUpstream(ctx, request, reply, upstream, route.prepare(request)),
+      handler: (request, reply) => {
+        const call = route.prepare(request)
+        // After the body and query, as on the chat route; app.ts took a valid header as the request id.
+        checkRequestIdHeader(request.headers['x-request-id'])
+        return forwardToUpstream(ctx, request, reply, upstream, call)
+      },
     })
   }
 }

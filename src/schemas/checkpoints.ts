@@ -50,14 +50,21 @@ export function parseCheckpointQuery(query: Record<string, unknown>): Checkpoint
 
 /**
  * The model id as one safe path segment. `.` and `..` would be resolved as
- * path steps by an upstream; control characters are never part of an id.
+ * path steps by an upstream; control characters (C0, DEL and C1) are never
+ * part of an id.
  */
 export function checkModelIdSegment(modelId: string): string {
   // eslint-disable-next-line no-control-regex
-  if (modelId === '' || modelId === '.' || modelId === '..' || /[\u0000-\u001f\u007f]/.test(modelId) || modelId.length > MAX_MODEL_ID_LENGTH) {
+  if (modelId === '' || modelId === '.' || modelId === '..' || /[\u0000-\u001f\u007f-\u009f]/.test(modelId) || isTooLong(modelId)) {
     throw invalid('model_id', `must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without control characters`)
   }
   return encodeURIComponent(modelId)
+}
+
+/** Characters are code points (README), not UTF-16 units: an emoji counts once. */
+function isTooLong(modelId: string): boolean {
+  // Never more code points than units, so only a long id is worth counting.
+  return modelId.length > MAX_MODEL_ID_LENGTH && [...modelId].length > MAX_MODEL_ID_LENGTH
 }
 
 export function checkpointUpstreamPath(modelId: string, query: CheckpointQuery): string {

@@ -535,12 +535,13 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     expect(checkpoints.received.length).toBe(before)
   })
 
-  // Regression: an over-long path segment is refused in the DESIGN.md error shape.
-  it('a 5000-character model_id is answered in the error shape', async () => {
+  // Regression: an over-long path segment reaches the route, so credentials are checked first (DESIGN.md), then model_id.
+  it('a 5000-character model_id is answered in the error shape: 400 param model_id, 401 without credentials', async () => {
     const before = checkpoints.received.length
-    const answer = await getPath(gw, `/v1/preview/models/${'x'.repeat(5000)}/checkpoints`)
-    expect([400, 414]).toContain(answer.status)
-    expectGatewayError(answer, answer.status, { type: 'invalid_request_error' })
+    const path = `/v1/preview/models/${'x'.repeat(5000)}/checkpoints`
+    expectGatewayError(await getPath(gw, path), 400, { type: 'invalid_request_error', param: 'model_id', code: 'invalid_value' })
+    const anonymous = await rawRequest(gw.url, { path })
+    expectGatewayError(anonymous, 401, { type: 'authentication_error', code: 'missing_credentials' })
     expect(checkpoints.received.length).toBe(before)
   })
 })

@@ -23,7 +23,8 @@ export interface CheckpointJudgement {
   readonly target: CheckpointTarget | null
 }
 
-const MAX_PARAM_LENGTH = 4096
+/** app.ts's `maxParamLength`: longer segments cannot fit Node's 16 KiB request head anyway. */
+const MAX_PARAM_LENGTH = 16384
 
 export function checkpointJudgement(rawSegment: string, query: string): CheckpointJudgement {
   let modelId: string
@@ -36,11 +37,10 @@ export function checkpointJudgement(rawSegment: string, query: string): Checkpoi
   if (rawSegment.length > MAX_PARAM_LENGTH) return refuse('path segment too long (414)')
   if (modelId === '' || modelId === '.' || modelId === '..') return refuse('model_id empty or a dot segment')
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(modelId)) return refuse('model_id with a control character')
-  const codePoints = [...modelId].length
-  if (codePoints > 512) return refuse('model_id over 512 characters')
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(modelId)) return refuse('model_id with a control character (C0, DEL or C1)')
+  // README counts characters: code points, so 512 emoji (1024 UTF-16 units) are fine.
+  if ([...modelId].length > 512) return refuse('model_id over 512 characters')
   const cautions: Verdict[] = []
-  if (modelId.length > 512) cautions.push(either('model_id over 512 UTF-16 units but not code points'))
 
   const params = new URLSearchParams(query)
   const limits = params.getAll('limit')

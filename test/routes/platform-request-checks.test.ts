@@ -1,0 +1,132 @@
+/**
+ * What the platform routes check before forwarding, beyond the body and
+ * query tables of platform.test.ts: the `X-Request-Id` header (400, after
+ * the credentials, as on the chat route) and the edges of the checkpoint
+ * `model_id` (C1 controls, 512 characters counted as code points). A
+ * gateway on port 0 in front of recording upstreams that answer 200.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { hashPassword } from '../../src/auth/scrypt-hash.js'
+import { RecordingServer } from '../../src/dev/recording-server.js'
+import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-http.js'
+
+const platformKey = makeKey('platform', ['training', 'checkpoints'])
+const chatKey = makeKey('chat-only', ['chat'])
+const ALICE = { username: 'alice', password: 'alice-pw-0001' }
+const BOB = { username: 'bob', password: 'bob-pw-0002' }
+const bearer = `Bearer ${platformKey.token}`
+const basic = (user: { username: string; password: string }) => `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`
+const MODEL = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
+
+let upstream: RecordingServer
+let gw: TestGateway
+
+beforeAll(async () => {
+  upstream = new RecordingServer((_request, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{}')
+  })
+  await upstream.listen()
+  gw = await startTestGateway({
+    auth: {
+      keys: [platformKey.entry, chatKey.entry],
+      users: [
+        { username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] },
+        { username: BOB.username, password_scrypt: await hashPassword(BOB.password), scopes: [] },
+      ],
+    },
+    models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+    upstreams: { training: { url: upstream.url }, checkpoints: { url: upstream.url }, objects: { url: upstream.url } },
+  })
+})
+
+afterAll(async () => {
+  await gw?.shutdown()
+  await upstream?.close()
+})
+
+interface PlatformCall {
+  readonly name: string
+  readonly method: 'GET' | 'POST'
+  readonly path: string
+  readonly authorization: string
+  /** Valid credentials without the route's scope. */
+  readonly lacksScope: string
+  readonly body: string | null
+}
+
+const CALLS: readonly PlatformCall[] = [
+  { name: 'training', method: 'POST', path: '/v1/preview/training-jobs', authorization: bearer, lacksScope: `Bearer ${chatKey.token}`, body: JSON.stringify({ model_id: MODEL, trajectory_groups: [] }) },
+  { name: 'checkpoints', method: 'GET', path: `/v1/preview/models/${MODEL}/checkpoints`, authorization: bearer, lacksScope: `Bearer ${chatKey.token}`, body: null },
+  { name: 'objects', method: 'POST', path: '/obj/read', authorization: basic(ALICE), lacksScope: basic(BOB), body: JSON.stringify({ project_id: 'p', object_id: 'o', digest: 'latest' }) },
+]
+
+function send(call: PlatformCall, headers: Record<string, string>): Promise<RawResponse> {
+  const contentType: Record<string, string> = call.body === null ? {} : { 'content-type': 'application/json' }
+  return exactRequest(gw.url, { method: call.method, path: call.path, headers: { ...contentType, ...headers }, body: call.body })
+}
+
+describe('X-Request-Id on the platform routes', () => {
+  const invalid = ['bad id with spaces', 'x'.repeat(129), 'id/with/slashes']
+
+  describe.each(CALLS)('$name', (call) => {
+    it.each(invalid.map((id) => [id.length > 40 ? `${id.slice(0, 10)}…(${id.length})` : id, id]))('%s → 400 invalid_request_id, nothing forwarded', async (_label, id) => {
+      const before = upstream.received.length
+      const answer = await send(call, { authorization: call.authorization, 'x-request-id': id })
+      expect(answer.status).toBe(400)
+      expect(expectErrorBody(answer)).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request_id', param: null })
+      expect(answer.headers['x-request-id']).not.toBe(id)
+      expect(upstream.received.length).toBe(before)
+    })
+
+    it('credentials come first: without them 401, with the wrong scope 403', async () => {
+      const before = upstream.received.length
+      const missing = await send(call, { 'x-request-id': 'bad id' })
+      expect(missing.status).toBe(401)
+      expect(expectErrorBody(missing).code).toBe('missing_credentials')
+      const refused = await send(call, { authorization: call.lacksScope, 'x-request-id': 'bad id' })
+      expect(refused.status).toBe(403)
+      expect(expectErrorBody(refused).code).toBe('insufficient_scope')
+      expect(upstream.received.length).toBe(before)
+    })
+
+    it('an empty header counts as absent: forwarded under a generated id', async () => {
+      const answer = await send(call, { authorization: call.authorization, 'x-request-id': '' })
+      expect(answer.status).toBe(200)
+      const id = answer.headers['x-request-id']
+      expect(id).toMatch(/^[A-Za-z0-9._:-]{8,128}$/)
+      expect(upstream.received.at(-1)!.headers['x-request-id']).toBe(id)
+    })
+  })
+})
+
+describe('checkpoint model_id edges', () => {
+  const listing = (segment: string) => exactRequest(gw.url, { method: 'GET', path: `/v1/preview/models/${segment}/checkpoints`, headers: { authorization: bearer } })
+
+  it.each(['%C2%80', '%C2%85', '%C2%9F', 'a%C2%9Bb'])('%s (a C1 control character) → 400 param model_id, nothing forwarded', async (segment) => {
+    const before = upstream.received.length
+    const answer = await listing(segment)
+    expect(answer.status).toBe(400)
+    expect(expectErrorBody(answer)).toMatchObject({ type: 'invalid_request_error', param: 'model_id' })
+    expect(upstream.received.length).toBe(before)
+  })
+
+  it('%C2%A0 (the first character past C1) is forwarded', async () => {
+    const answer = await listing('%C2%A0')
+    expect(answer.status).toBe(200)
+    expect(upstream.received.at(-1)!.url).toBe('/v1/preview/models/%C2%A0/checkpoints?limit=20&order=asc')
+  })
+
+  it('512 characters outside the BMP (1024 UTF-16 units) are forwarded; 513 are 400', async () => {
+    const emoji = '%F0%9F%98%80'
+    const accepted = await listing(emoji.repeat(512))
+    expect(accepted.status).toBe(200)
+    expect(upstream.received.at(-1)!.url).toBe(`/v1/preview/models/${emoji.repeat(512)}/checkpoints?limit=20&order=asc`)
+    const before = upstream.received.length
+    const refused = await listing(emoji.repeat(513))
+    expect(refused.status).toBe(400)
+    expect(expectErrorBody(refused).param).toBe('model_id')
+    expect(upstream.received.length).toBe(before)
+  })
+})
