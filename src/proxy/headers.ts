@@ -21,8 +21,12 @@ const HOP_BY_HOP = new Set([
   'content-length',
 ])
 
-/** Client headers worth passing on: content negotiation and tracing. */
-const FORWARDED_REQUEST_HEADERS = ['accept', 'user-agent', 'traceparent', 'tracestate'] as const
+/**
+ * Client headers worth passing on: content negotiation and tracing. A
+ * platform answer reaches the client byte for byte, so the codings it
+ * accepts are its own to state (the chat route asks for identity instead).
+ */
+const FORWARDED_REQUEST_HEADERS = ['accept', 'accept-encoding', 'user-agent', 'traceparent', 'tracestate'] as const
 
 export type HeaderMap = Record<string, string | string[]>
 
