@@ -7,8 +7,9 @@
 import { Agent } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { hashPassword } from '../../src/auth/scrypt-hash.js'
-import { RecordingServer } from '../../src/dev/recording-server.js'
+import type { RecordingServer } from '../../src/dev/recording-server.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { okUpstream } from '../support/listen.js'
 import { until } from '../support/metrics.js'
 import { exactRequest } from '../support/raw-http.js'
 
@@ -21,11 +22,7 @@ let upstream: RecordingServer
 let gw: TestGateway
 
 beforeAll(async () => {
-  upstream = new RecordingServer((_request, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' })
-    res.end('{}')
-  })
-  await upstream.listen()
+  upstream = await okUpstream()
   gw = await startTestGateway({
     auth: { keys: [checkpointsKey.entry], users: [{ username: BOB.username, password_scrypt: await hashPassword(BOB.password), scopes: [] }] },
     models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],

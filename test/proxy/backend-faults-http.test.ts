@@ -12,7 +12,6 @@
  */
 import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
@@ -20,6 +19,7 @@ import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.
 import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-http.js'
 import { scrapeMetricSum, until } from '../support/metrics.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
+import { listenForTest } from '../support/listen.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups = cleanupsAfterEach()
@@ -57,14 +57,7 @@ async function faultyBackend(fault: Fault): Promise<FaultyBackend> {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(GOOD_COMPLETION) }).end(GOOD_COMPLETION)
     })
   })
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  cleanups.push(() => {
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()))
-    server.closeAllConnections()
-    return closed
-  })
-  return Object.assign(backend, { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  return Object.assign(backend, { url: await listenForTest(server, cleanups) })
 }
 
 /** An event-stream answer: the headers, then each part as its own write, then the end. */

@@ -7,8 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { hashPassword } from '../../src/auth/scrypt-hash.js'
-import { RecordingServer } from '../../src/dev/recording-server.js'
+import type { RecordingServer } from '../../src/dev/recording-server.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { okUpstream } from '../support/listen.js'
 import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-http.js'
 
 const platformKey = makeKey('platform', ['training', 'checkpoints'])
@@ -23,11 +24,7 @@ let upstream: RecordingServer
 let gw: TestGateway
 
 beforeAll(async () => {
-  upstream = new RecordingServer((_request, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' })
-    res.end('{}')
-  })
-  await upstream.listen()
+  upstream = await okUpstream()
   gw = await startTestGateway({
     auth: {
       keys: [platformKey.entry, chatKey.entry],

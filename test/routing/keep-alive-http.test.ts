@@ -7,10 +7,11 @@
  */
 import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo, Socket } from 'node:net'
+import type { Socket } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { makeKey, startTestGateway } from '../support/gateway.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
+import { listenForTest } from '../support/listen.js'
 
 const key = makeKey('team-a', ['chat', 'training'])
 const cleanups = cleanupsAfterEach()
@@ -29,7 +30,6 @@ interface PatientServer {
  * the connection that long); otherwise say nothing, as uvicorn does.
  */
 async function patientServer(announce: boolean): Promise<PatientServer> {
-  const waiting = new Map<string, (socket: Socket) => void>()
   const ended = new Map<string, Promise<Socket>>()
   const server: Server = createServer((req, res) => {
     req.resume()
@@ -38,22 +38,15 @@ async function patientServer(announce: boolean): Promise<PatientServer> {
       if (!ended.has(path)) {
         const socket = req.socket
         ended.set(path, once(socket, 'end').then(() => socket))
-        waiting.get(path)?.(socket)
       }
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(COMPLETION) }).end(COMPLETION)
     })
   })
   // 0: no idle timeout at all, and no Keep-Alive header.
   server.keepAliveTimeout = announce ? 600_000 : 0
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  cleanups.push(() => {
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()))
-    server.closeAllConnections()
-    return closed
-  })
+  const url = await listenForTest(server, cleanups)
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url,
     endedByPeer: (path) => ended.get(path) ?? Promise.reject(new Error(`no request to ${path} yet`)),
   }
 }

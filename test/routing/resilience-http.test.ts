@@ -249,20 +249,17 @@ describe('no healthy backend', () => {
 })
 
 describe('failover on backend answers', () => {
+  /** One retry, round robin: the first request goes to `first`, a retry to `other`. */
+  const firstThenOther = (first: { url: string }, other: { url: string }) =>
+    gateway({ retries: 1, balance: 'round_robin', backends: [{ url: first.url, name: 'first' }, { url: other.url, name: 'other' }] })
+
   it('retries a 503 answer on another backend: every request gets the healthy backend\'s answer', async () => {
     const overloaded = await tinyServer((_req, res) => {
       const body = JSON.stringify({ error: { message: 'overloaded', type: 'ServiceUnavailableError', param: null, code: 503 } })
       res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
     })
     const healthy = await standIn({ tokens: 3 })
-    const gw = await gateway({
-      retries: 1,
-      balance: 'round_robin',
-      backends: [
-        { url: overloaded.url, name: 'overloaded' },
-        { url: healthy.url, name: 'healthy' },
-      ],
-    })
+    const gw = await firstThenOther(overloaded, healthy)
 
     const results = []
     for (let i = 0; i < 6; i++) results.push(await post(gw))
@@ -282,14 +279,7 @@ describe('failover on backend answers', () => {
       res.write('{"error": {"message": "overloaded", "detail": "')
     })
     const healthy = await standIn({ tokens: 3 })
-    const gw = await gateway({
-      retries: 1,
-      balance: 'round_robin',
-      backends: [
-        { url: trickling.url, name: 'trickling' },
-        { url: healthy.url, name: 'healthy' },
-      ],
-    })
+    const gw = await firstThenOther(trickling, healthy)
 
     // Round robin starts with the first backend, the trickling one. 5 s is far below the 60 s idle_ms the old code waited.
     const answer = await post(gw, {}, AbortSignal.timeout(5000))
@@ -306,14 +296,7 @@ describe('failover on backend answers', () => {
       res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
     })
     const other = await standIn()
-    const gw = await gateway({
-      retries: 1,
-      balance: 'round_robin',
-      backends: [
-        { url: refusing.url, name: 'refusing' },
-        { url: other.url, name: 'other' },
-      ],
-    })
+    const gw = await firstThenOther(refusing, other)
 
     const first = await post(gw)
 
