@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { Ajv } from 'ajv'
-import { parseDocument } from 'yaml'
+import { LineCounter, parseDocument } from 'yaml'
 import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
 import { interpolateDocument, type Environment } from './interpolate.js'
 import { crossCheck, resolveConfig, type GatewayConfig } from './resolve.js'
@@ -28,9 +28,16 @@ export class ConfigError extends Error {
 
 /** Parses and checks YAML text; returns every problem found, not just the first. */
 export function parseConfig(text: string, env: Environment): ConfigResult {
-  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true })
+  // Not yaml's prettyErrors: they quote the offending line, and that line may
+  // hold a secret, which then reached the reload's error log and `check`.
+  const lines = new LineCounter()
+  const document = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines })
   if (document.errors.length > 0) {
-    return { ok: false, issues: document.errors.map((e) => ({ path: '', message: `YAML: ${e.message}` })) }
+    const where = (offset: number) => {
+      const { line, col } = lines.linePos(offset)
+      return `line ${line}, column ${col}`
+    }
+    return { ok: false, issues: document.errors.map((e) => ({ path: '', message: `YAML: ${e.message} (${where(e.pos[0])})` })) }
   }
   const issues = interpolateDocument(document, env)
   const data: unknown = document.toJS() ?? {}

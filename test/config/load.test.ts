@@ -226,6 +226,15 @@ models:
     expect(found[0]!.message).toMatch(/^YAML: .*unique/)
   })
 
+  // Regression: yaml's pretty errors quoted the broken line, secret and all,
+  // into `check` and the reload's error log line.
+  it('reports a YAML syntax error by line and column, never quoting the line', () => {
+    const found = issues(`${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: "TOPSECRET-bearer } }\n`)
+    expect(found.length).toBeGreaterThan(0)
+    for (const issue of found) expect(issue.message).toMatch(/^YAML: .* \(line \d+, column \d+\)$/)
+    expect(JSON.stringify(found)).not.toContain('TOPSECRET')
+  })
+
   it('reports a document that is not a mapping', () => {
     expect(issues('- a\n')).toEqual([{ path: '', message: 'must be an object' }])
   })
