@@ -1,6 +1,19 @@
 /** Command-line parsing for `node dist/main.js [serve|check|hash-password|hash-token] [--config FILE]`. */
 
-export type Command = 'serve' | 'check' | 'hash-password' | 'hash-token'
+export type Command = 'serve' | 'check' | 'hash-password' | 'hash-token' | 'help'
+
+export const USAGE = `usage: sluice [serve|check] [--config FILE]   (FILE defaults to $SLUICE_CONFIG, then config/gateway.yaml)
+       sluice hash-token < token             prints token_sha256 for auth.keys
+       sluice hash-password < password       prints password_scrypt for auth.users
+       sluice --help`
+
+/** A command line that cannot be run: said in one line with the usage, exit code 2. */
+export class UsageError extends Error {
+  constructor(problem: string) {
+    super(`${problem}\n${USAGE}`)
+    this.name = 'UsageError'
+  }
+}
 
 export interface CliArguments {
   readonly command: Command
@@ -14,15 +27,17 @@ export function parseArguments(argv: readonly string[], env: Readonly<Record<str
   let configFile = env.SLUICE_CONFIG
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
-    if (arg === '--config' || arg === '-c') {
+    if (arg === '--help' || arg === '-h') {
+      command = 'help'
+    } else if (arg === '--config' || arg === '-c') {
       configFile = argv[++i]
-      if (configFile === undefined) throw new Error('--config needs a file name')
+      if (configFile === undefined) throw new UsageError('--config needs a file name')
     } else if (arg.startsWith('--config=')) {
       configFile = arg.slice('--config='.length)
     } else if ((COMMANDS as readonly string[]).includes(arg)) {
       command = arg as Command
     } else {
-      throw new Error(`unknown argument "${arg}" (usage: sluice [serve|check] --config FILE, or sluice hash-password|hash-token < secret)`)
+      throw new UsageError(`unknown argument "${arg}"`)
     }
   }
   return { command, configFile }

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto'
 import { hashPassword } from '../auth/scrypt-hash.js'
+import { headerSecretProblem } from '../config/credential-rules.js'
 
 export async function readSecret(input: NodeJS.ReadableStream): Promise<string> {
   const chunks: Buffer[] = []
@@ -19,7 +20,17 @@ export async function runHashSecret(kind: 'hash-password' | 'hash-token', input:
     console.error('nothing read from standard input')
     return 1
   }
-  if (kind === 'hash-token') console.log(`token_sha256: ${createHash('sha256').update(secret, 'utf8').digest('hex')}`)
-  else console.log(`password_scrypt: "${await hashPassword(secret)}"`)
+  if (kind === 'hash-password') {
+    console.log(`password_scrypt: "${await hashPassword(secret)}"`)
+    return 0
+  }
+  // A client sends the token in a header: one that cannot travel there (a
+  // character beyond ASCII reaches the gateway re-decoded) would never match.
+  const problem = headerSecretProblem(secret)
+  if (problem !== null) {
+    console.error(`the token ${problem}: no client could send it in an Authorization header`)
+    return 1
+  }
+  console.log(`token_sha256: ${createHash('sha256').update(secret, 'utf8').digest('hex')}`)
   return 0
 }

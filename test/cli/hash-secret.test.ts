@@ -22,12 +22,12 @@ interface Run {
   stderr: string
 }
 
-function run(command: string, stdin: string | Buffer): Promise<Run> {
+function run(command: string | readonly string[], stdin: string | Buffer): Promise<Run> {
   return new Promise((resolve, reject) => {
     // No SLUICE_CONFIG from the environment: these commands need no config.
     const env = { ...process.env }
     delete env.SLUICE_CONFIG
-    const child = spawn(process.execPath, [MAIN, command], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [MAIN, ...(typeof command === 'string' ? [command] : command)], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] })
     const out: Buffer[] = []
     const err: Buffer[] = []
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk))
@@ -79,9 +79,20 @@ describe('hash-token', () => {
     expect(crlf.stdout).toBe(bare.stdout)
   })
 
-  it('drops only one trailing newline', async () => {
+  it('drops only one trailing newline: a token still ending in one is refused, as no header can carry it', async () => {
     const result = await run('hash-token', 'abc\n\n')
-    expect(result.stdout).toBe(`token_sha256: ${sha256('abc\n')}\n`)
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(/line break/)
+  })
+
+  // Regression: a digest was printed that no client could ever match (Node
+  // reads header bytes as latin1, so the gateway hashed other characters).
+  it('refuses a token beyond printable ASCII, printing no digest', async () => {
+    const result = await run('hash-token', 'tök-123\n')
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(/beyond printable ASCII/)
   })
 
   it('the printed line is accepted as a key in a config', async () => {
@@ -135,5 +146,24 @@ describe('empty input', () => {
     expect(result.code).toBe(1)
     expect(result.stdout).toBe('')
     expect(result.stderr).toMatch(/nothing read/)
+  })
+})
+
+describe('the command line', () => {
+  it('--help prints the usage on stdout and exits 0', async () => {
+    for (const flag of ['--help', '-h']) {
+      const result = await run([flag], '')
+      expect(result.code).toBe(0)
+      expect(result.stdout).toMatch(/^usage: sluice /)
+    }
+  })
+
+  // Regression: usage errors printed a JavaScript stack trace.
+  it.each([[['--bogus']], [['--config']], [['serve', 'extra']]])('%j: one line saying what is wrong, the usage, exit 2, no stack', async (argv) => {
+    const result = await run(argv, '')
+    expect(result.code).toBe(2)
+    expect(result.stderr.split('\n')[0]).toMatch(/^sluice: (unknown argument|--config needs)/)
+    expect(result.stderr).toContain('usage: sluice')
+    expect(result.stderr).not.toMatch(/\n\s+at /)
   })
 })
