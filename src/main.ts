@@ -3,13 +3,13 @@
  * the gateway and wires the process signals. The only module that touches
  * `process`.
  */
-import { parseArguments } from './cli/arguments.js'
+import { parseArguments, USAGE, UsageError } from './cli/arguments.js'
 import { runCheck } from './cli/check.js'
 import { runHashSecret } from './cli/hash-secret.js'
 import { ConfigError, loadConfigFile } from './config/load.js'
 import { createLogger } from './logger.js'
 import { asyncStdout } from './log-destination.js'
-import { startGateway, type RunningGateway } from './server.js'
+import { StartError, startGateway, type RunningGateway } from './server.js'
 import type { Logger } from 'pino'
 import { formatIssue } from './schemas/validation-issue.js'
 
@@ -17,6 +17,10 @@ const DEFAULT_CONFIG = 'config/gateway.yaml'
 
 async function main(): Promise<number> {
   const args = parseArguments(process.argv.slice(2), process.env)
+  if (args.command === 'help') {
+    console.log(USAGE)
+    return 0
+  }
   if (args.command === 'hash-password' || args.command === 'hash-token') return runHashSecret(args.command, process.stdin)
   const configFile = args.configFile ?? DEFAULT_CONFIG
   if (args.command === 'check') return runCheck(configFile, process.env)
@@ -33,8 +37,15 @@ async function main(): Promise<number> {
   gateway = await startGateway(config, logger)
   const running = gateway
 
+  let draining = false
   const stop = (signal: string) => {
-    logger.info({ signal, grace_ms: config.server.shutdown_grace_ms }, 'draining')
+    // A second signal while draining: whoever sent it does not want to wait.
+    if (draining) {
+      logger.warn({ signal }, 'second signal while draining: exiting without waiting for requests in flight')
+      process.exit(1)
+    }
+    draining = true
+    logger.info({ signal, grace_ms: running.context.config.server.shutdown_grace_ms }, 'draining')
     running.shutdown().then(
       () => {
         logger.info('stopped')
@@ -46,9 +57,9 @@ async function main(): Promise<number> {
       },
     )
   }
-  process.once('SIGTERM', stop)
-  process.once('SIGINT', stop)
-  logger.info({ url: running.url, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+  logger.info({ url: running.url, metrics_url: running.metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
   return -1
 }
 
@@ -79,7 +90,9 @@ main().then(
     if (code >= 0) process.exitCode = code
   },
   (error: unknown) => {
-    console.error(error instanceof ConfigError ? error.message : error)
-    process.exitCode = 1
+    // What the operator must fix is said in one line; a stack only for what is a bug.
+    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof StartError
+    console.error(known ? `sluice: ${error.message}` : error)
+    process.exitCode = error instanceof UsageError ? 2 : 1
   },
 )

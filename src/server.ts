@@ -19,7 +19,8 @@ import { startGeneration, type Generation } from './generation.js'
 import { generationPeers } from './generation-peers.js'
 import { answerParserError } from './errors/parser-refusal.js'
 import { createMetrics } from './metrics/registry.js'
-import { startMetricsListener } from './metrics-listener.js'
+import { forgetSeries, removedSeries } from './metrics/removed-series.js'
+import { startMetricsListener, type MetricsListener } from './metrics-listener.js'
 
 export interface RunningGateway {
   readonly url: string
@@ -57,9 +58,20 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
     logger.info({ route: 'unknown', status: refusal.status, error_code: refusal.code }, 'request refused by the HTTP parser')
   })
-  await listen(server, config.server.host, config.server.port)
-  const metricsPort = config.server.metrics_port
-  const metricsListener = metricsPort === undefined ? null : await startMetricsListener(metrics.registry, config.server.host, metricsPort)
+  let metricsListener: MetricsListener | null
+  try {
+    await listen(server, config.server.host, config.server.port)
+    const metricsPort = config.server.metrics_port
+    metricsListener = metricsPort === undefined ? null : await startMetricsListener(metrics.registry, config.server.host, metricsPort)
+  } catch (error) {
+    // A gateway that cannot take both its ports does not start at all: with the
+    // main port bound and metrics_port taken, it once served on, half-started,
+    // with no signal handlers installed.
+    server.close()
+    server.closeAllConnections()
+    await current.close()
+    throw new StartError(error)
+  }
   const { port } = server.address() as AddressInfo
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host
   let closing: Promise<void> | null = null
@@ -67,7 +79,16 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   async function reload(next: GatewayConfig): Promise<void> {
     if (closing !== null) throw new Error('the gateway is shutting down')
     warnAboutListenerChanges(logger, current.config, next)
-    const fresh = await start(next)
+    // Set before the new generation is built: the loggers it derives take the level they are made with.
+    const previousLevel = logger.level
+    logger.level = next.log.level
+    let fresh: Generation
+    try {
+      fresh = await start(next)
+    } catch (error) {
+      logger.level = previousLevel
+      throw error
+    }
     const old = current
     current = fresh
     retiring.add(old)
@@ -75,6 +96,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     void old
       .idle()
       .then(() => old.close())
+      .then(() => forgetSeries(metrics, removedSeries(old.config, live.filter((g) => g !== old).map((g) => g.config))))
       .catch((error: unknown) => logger.error({ err: error }, 'closing the previous configuration failed'))
       .finally(() => {
         retiring.delete(old)
@@ -85,10 +107,12 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   async function shutdown(): Promise<void> {
     for (const generation of [current, ...retiring]) generation.drain()
     connections.drain()
+    // The config serving now: a reload may have changed the grace period.
+    const graceMs = current.config.server.shutdown_grace_ms
     const grace = setTimeout(() => {
-      logger.warn({ grace_ms: config.server.shutdown_grace_ms }, 'grace period over: closing remaining connections')
+      logger.warn({ grace_ms: graceMs }, 'grace period over: closing remaining connections')
       server.closeAllConnections()
-    }, config.server.shutdown_grace_ms)
+    }, graceMs)
     grace.unref()
     try {
       await new Promise<void>((resolve) => server.close(() => resolve()))
@@ -108,6 +132,15 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     openConnections: () => connections.open(),
     reload,
     shutdown: () => (closing ??= shutdown()),
+  }
+}
+
+/** A listener could not be opened (address in use, not permitted): what an operator must fix, without a stack. */
+export class StartError extends Error {
+  constructor(cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause)
+    super(`cannot start: ${reason}`, { cause })
+    this.name = 'StartError'
   }
 }
 

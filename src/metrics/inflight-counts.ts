@@ -19,6 +19,11 @@ export class InflightCounts {
     else series.value += delta
   }
 
+  /** Drops a series (its backend is no longer configured). */
+  remove(model: string, backend: string): void {
+    this.#series.delete(`${model}\u0000${backend}`)
+  }
+
   /** Every series ever touched (zeros included), for the gauge's collect. */
   series(): Iterable<Series> {
     return this.#series.values()

@@ -1,4 +1,6 @@
+import { once } from 'node:events'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createServer, type AddressInfo } from 'node:net'
 import { createHash } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,6 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
+import { until } from '../support/metrics.js'
 
 const TOKEN = 'sk-lifecycle-test'
 const cleanups = cleanupsAfterEach()
@@ -17,9 +20,10 @@ async function backend(options: Parameters<typeof startVllmStandIn>[0] = {}): Pr
   return standIn
 }
 
-function config(models: Record<string, unknown>[], grace = 10_000): string {
+function config(models: Record<string, unknown>[], grace = 10_000, extra: Record<string, unknown> = {}): string {
   return stringify({
-    server: { port: 0, shutdown_grace_ms: grace },
+    ...extra,
+    server: { port: 0, shutdown_grace_ms: grace, ...(extra.server as object | undefined) },
     auth: { keys: [{ id: 'ops', token_sha256: createHash('sha256').update(TOKEN).digest('hex'), scopes: ['chat'] }] },
     models,
   })
@@ -107,7 +111,51 @@ describe('SIGHUP reload', () => {
   })
 })
 
+describe('reload of settings read after start', () => {
+  // Regression: shutdown used the first config's grace period and the logger
+  // its first level, whatever a reload said, and nothing warned about it.
+  it('a reload\'s shutdown_grace_ms and log.level are the ones in force', async () => {
+    const held = await backend({ hold: true })
+    const file = await configFile(config([{ name: 'a', backends: [{ url: held.url }] }]))
+    const gateway = await gatewayProcess(file)
+
+    await writeFile(file, config([{ name: 'a', backends: [{ url: held.url }] }], 300, { log: { level: 'warn' } }))
+    gateway.child.kill('SIGHUP')
+    await until(async () => (await (await fetch(`${gateway.url}/metrics`)).text()).includes('sluice_config_reloads_total{result="ok"} 1'), 'the reload')
+    const inFlight = chat(gateway.url, 'a', false).catch(() => null)
+    await once(held.events, 'held')
+
+    gateway.child.kill('SIGTERM')
+    const over = await gateway.waitForLine((line) => line.msg === 'grace period over: closing remaining connections')
+    expect(over.grace_ms).toBe(300)
+    expect(await gateway.exited()).toBe(0)
+    await inFlight
+    await gateway.outputEnded()
+    // At warn, no access line for the chat request cut at the end of the grace period
+    // (the first /metrics polls may still have been answered, and logged, before the reload).
+    expect(gateway.lines.filter((line) => line.msg === 'request completed' && line.route === 'chat')).toEqual([])
+  })
+})
+
 describe('SIGTERM drain', () => {
+  // Regression: the handlers were `once`, so a second signal killed the process with no line at all.
+  it('a second signal while draining exits at once with code 1, saying so', async () => {
+    const held = await backend({ hold: true })
+    const file = await configFile(config([{ name: 'a', backends: [{ url: held.url }] }]))
+    const gateway = await gatewayProcess(file)
+    const inFlight = chat(gateway.url, 'a', false).catch(() => null)
+    await once(held.events, 'held')
+
+    gateway.child.kill('SIGTERM')
+    await gateway.waitForLine((line) => line.msg === 'draining')
+    gateway.child.kill('SIGINT')
+
+    expect(await gateway.exited()).toBe(1)
+    await inFlight
+    await gateway.outputEnded()
+    expect(gateway.lines.some((line) => line.level === 40 && String(line.msg).startsWith('second signal while draining'))).toBe(true)
+  })
+
   it('lets three streams in flight complete, refuses new connections, and exits 0', async () => {
     const standIn = await backend({ tokens: 20, interTokenDelayMs: 25 })
     const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }]))
@@ -148,5 +196,32 @@ describe('the log on stdout', () => {
     await gateway.outputEnded()
     expect(gateway.lines.filter((line) => line.msg === 'request completed')).toHaveLength(200)
     expect(gateway.lines.at(-1)?.msg).toBe('stopped')
+  })
+})
+
+describe('server.metrics_port', () => {
+  // Regression: 0 picked a free port and printed it nowhere.
+  it('0: the listening line names the metrics URL, and /metrics is served there', async () => {
+    const standIn = await backend()
+    const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { server: { metrics_port: 0 } }))
+    const gateway = await gatewayProcess(file)
+    const listening = await gateway.waitForLine((line) => line.msg === 'sluice listening')
+
+    expect(listening.metrics_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
+    const scraped = await fetch(`${String(listening.metrics_url)}/metrics`)
+    expect(scraped.status).toBe(200)
+    expect(await scraped.text()).toContain('sluice_requests_total')
+  })
+
+  // Regression: with the main port bound and metrics_port taken, the gateway
+  // served on, half-started, with no signal handlers, and never exited.
+  it('taken: the gateway does not start; one line says why, exit code 1', async () => {
+    const taken = createServer().listen(0, '127.0.0.1')
+    await once(taken, 'listening')
+    cleanups.push(() => new Promise<void>((resolve) => taken.close(() => resolve())))
+    const port = (taken.address() as AddressInfo).port
+    const file = await configFile(config([{ name: 'a', backends: [{ url: 'http://127.0.0.1:9' }] }], 10_000, { server: { metrics_port: port } }))
+
+    await expect(startGatewayProcess(file)).rejects.toThrow(/exited with 1 before listening: sluice: cannot start: listen EADDRINUSE[^\n]*\n$/)
   })
 })
