@@ -10,7 +10,7 @@ import { BearerKeyring } from './auth/bearer.js'
 import type { Authenticators } from './auth/authenticate.js'
 import { ProvenCredentials } from './auth/proven-credentials.js'
 import { createMetrics, type Metrics } from './metrics/registry.js'
-import { buildModelRoutes, type ModelRoute } from './routing/model-route.js'
+import { buildModelRoutes, healthKnownTo, type ModelRoute } from './routing/model-route.js'
 import { BasicUserStore } from './auth/basic.js'
 import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
 import { Upstream } from './routing/upstream.js'
@@ -21,6 +21,7 @@ import type { AdmissionObserver } from './state/store.js'
 import type { SlotPeers } from './state/slot-peers.js'
 import { BackendMonitor } from './routing/backend-monitor.js'
 import { LOCAL_HEALTH_BOARD } from './state/health-board.js'
+import { isConfirmedWith } from './routing/health-state.js'
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -59,22 +60,29 @@ export interface ContextOverrides {
   readonly redisTimings?: RedisTimings
   /** The other generations' slots on the same backends (memory mode, during a reload). [none] */
   readonly slotPeers?: SlotPeers
+  /**
+   * The model routes of the generations serving now, newest first: a backend
+   * also in one of them (same model, name and URL) starts from its health
+   * there, so a reload does not forget what checks found. [none]
+   */
+  readonly healthFrom?: readonly ReadonlyMap<string, ModelRoute>[]
 }
 
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
-  const models = buildModelRoutes(config.models)
+  const models = buildModelRoutes(config.models, healthKnownTo(overrides.healthFrom ?? []))
   const upstreams = buildUpstreams(config)
   const metrics = overrides.metrics ?? createMetrics()
   const users = new BasicUserStore(config.auth.users)
+  const clock = overrides.clock ?? { now: () => Date.now() }
   for (const route of models.values()) {
     // inc(…, 0) creates a series without overwriting what another generation counts.
     metrics.queueDepth.inc({ model: route.name }, 0)
     for (const backend of route.backends) {
-      metrics.backendUp.set({ model: route.name, backend: backend.name }, 1)
+      // 0 until a check confirms a new backend; an inherited one keeps what is known of it.
+      metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, clock.now()) ? 1 : 0)
       metrics.inflightCounts.add(route.name, backend.name, 0)
     }
   }
-  const clock = overrides.clock ?? { now: () => Date.now() }
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
   const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings, overrides.slotPeers)
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD

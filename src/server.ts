@@ -44,7 +44,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   const start = async (next: GatewayConfig): Promise<Generation> => {
     let self: Generation | null = null
     const slotPeers = generationPeers(() => self, () => live)
-    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers })
+    // Live generations, the serving one first: the new one starts from what their checks found.
+    const healthFrom = live.map((generation) => generation.context.models)
+    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers, healthFrom })
     return self
   }
   let current = await start(config)

@@ -7,7 +7,8 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: GatewayContext)
 
   app.get('/readyz', { config: { family: 'service' } }, async (_request, reply) => {
     const now = ctx.clock.now()
-    const modelsWithoutBackend = [...ctx.models.values()].filter((m) => !m.hasUsableBackend(now)).map((m) => m.name)
+    // Confirmed, not merely usable: a backend no check or answer has shown healthy yet does not make a model ready.
+    const modelsWithoutBackend = [...ctx.models.values()].filter((m) => !m.hasConfirmedBackend(now)).map((m) => m.name)
     // Redis mode: not ready while the shared state is unreachable (admission runs on local limits).
     const shared = ctx.config.state.kind === 'redis' ? { redis: ctx.state.reachable() ? 'up' : 'down' } : {}
     const ready = modelsWithoutBackend.length === 0 && ctx.state.reachable()

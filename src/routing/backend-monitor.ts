@@ -2,8 +2,13 @@
  * Watches every backend: an active health check and a read of its
  * `/metrics` every `health.interval_ms` (the first at start, so `/readyz`
  * settles within seconds), and the passive signals real traffic reports.
- * Publishes what it learns: `sluice_backend_up`, and a wake-up for the
- * model's queue when a backend can take requests again.
+ * Publishes what it learns: `sluice_backend_up` (1 only once a check or an
+ * answer has shown the backend healthy, health-state.ts), and a wake-up for
+ * the model's queue when a backend can take requests again.
+ *
+ * Stopping it aborts the probes in flight: a pool's close waits for its
+ * requests, and a probe to a backend that never answers would otherwise hold
+ * a drain (or a reload's retirement) up for its whole timeout.
  *
  * With a shared health board (Redis mode) it also tells the other replicas
  * when it finds a backend down or ejects it (refreshed at every failed check),
@@ -19,6 +24,7 @@ import {
   afterActiveCheck,
   afterPassiveFailure,
   afterPassiveSuccess,
+  isConfirmedWith,
   isUsable,
   verdictLapsesAt,
   type HealthSettings,
@@ -48,6 +54,8 @@ export class BackendMonitor {
   readonly #logger: Logger
   readonly #hooks: MonitorHooks
   readonly #timers = new Set<NodeJS.Timeout>()
+  /** Aborted by stop(): every probe request carries its signal. */
+  readonly #probes = new AbortController()
   #stopped = false
 
   constructor(models: ReadonlyMap<string, ModelRoute>, clock: Clock, metrics: Metrics, logger: Logger, hooks: MonitorHooks) {
@@ -65,7 +73,11 @@ export class BackendMonitor {
         const backend = route.backends.find((b) => b.name === name)
         if (backend !== undefined) this.#receive(route, backend, verdict)
       })
-      for (const backend of route.backends) void this.#probeLoop(route, backend)
+      for (const backend of route.backends) {
+        // Health inherited from a previous generation may carry an ejection: publish when it ends.
+        this.#publishWhenReopened(route, backend)
+        void this.#probeLoop(route, backend)
+      }
     }
   }
 
@@ -73,6 +85,7 @@ export class BackendMonitor {
     this.#stopped = true
     for (const timer of this.#timers) clearTimeout(timer)
     this.#timers.clear()
+    this.#probes.abort(new Error('backend monitor stopped'))
   }
 
   /** The backend's load if it was read recently enough to trust. */
@@ -82,11 +95,19 @@ export class BackendMonitor {
   }
 
   reportSuccess(backend: Backend): void {
-    backend.health = afterPassiveSuccess(backend.health)
+    const before = backend.health
+    backend.health = afterPassiveSuccess(before)
+    // A first success confirms the backend: the gauge may now count it.
+    const route = this.#models.get(backend.model)
+    if (backend.health.confirmed !== before.confirmed && route !== undefined) this.#publish(route, backend)
   }
 
   reportFailure(route: ModelRoute, backend: Backend, failure: PassiveFailure): void {
     this.#update(route, backend, () => afterPassiveFailure(backend.health, failure, settingsOf(route), this.#clock.now()))
+    this.#publishWhenReopened(route, backend)
+  }
+
+  #publishWhenReopened(route: ModelRoute, backend: Backend): void {
     const reopensIn = backend.health.ejectedUntil - this.#clock.now()
     if (reopensIn > 0) this.#after(reopensIn, () => this.#publish(route, backend))
   }
@@ -94,6 +115,9 @@ export class BackendMonitor {
   async #probeLoop(route: ModelRoute, backend: Backend): Promise<void> {
     if (this.#stopped) return
     const [healthy] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
+    // Stopped meanwhile (the probe was aborted, not failed): a retired generation must not
+    // publish a verdict into the gauge the serving one shares.
+    if (this.#stopped) return
     this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)))
     this.#after(route.settings.health.interval_ms, () => void this.#probeLoop(route, backend))
   }
@@ -123,6 +147,7 @@ export class BackendMonitor {
         headers: backend.apiKey === undefined ? {} : { authorization: `Bearer ${backend.apiKey}` },
         headersTimeout: timeout,
         bodyTimeout: timeout,
+        signal: this.#probes.signal,
       })
       const text = await response.body.text()
       return response.statusCode >= 200 && response.statusCode < 300 ? text : null
@@ -176,10 +201,11 @@ export class BackendMonitor {
     else this.#publish(route, backend)
   }
 
-  /** Sets the gauge; wakes the queue when the backend can take requests. */
+  /** Sets the gauge (confirmed health); wakes the queue when the backend can take requests. */
   #publish(route: ModelRoute, backend: Backend): boolean {
-    const usable = backend.usable(this.#clock.now())
-    this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, usable ? 1 : 0)
+    const now = this.#clock.now()
+    const usable = backend.usable(now)
+    this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, now) ? 1 : 0)
     if (usable) this.#hooks.wake(route.name)
     return usable
   }

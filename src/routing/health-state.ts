@@ -16,6 +16,18 @@
  *
  * A backend takes new requests only when it is up and not ejected.
  *
+ * Taking requests and counting as healthy differ at first: a backend starts
+ * up (routing is optimistic) but unconfirmed, and counts for `/readyz` and
+ * `sluice_backend_up` only once something showed it healthy — a passed check
+ * or a successful answer to real traffic. Optimistic routing because the
+ * first check runs at start and settles within milliseconds for a backend
+ * that answers; refusing traffic until then would turn every restart (and
+ * every backend a reload adds) into a burst of 503s, while a dead backend
+ * tried meanwhile costs what any passive failure costs (a retry elsewhere or
+ * a 502, then an ejection). Readiness and the gauge are what operators and
+ * load balancers act on, so they claim nothing no check has shown. A reload
+ * carries a known backend's state over (model-route.ts `healthKnownTo`).
+ *
  * In Redis mode other replicas add a shared verdict (a backend one of them
  * found down or ejected, state/health-board.ts): the backend is usable only
  * when neither this replica's state nor a verdict still in force says no.
@@ -23,6 +35,8 @@
 
 export interface HealthState {
   readonly up: boolean
+  /** Something has shown the backend healthy: a passed check or a successful answer. */
+  readonly confirmed: boolean
   readonly activeFailures: number
   readonly passiveFailures: number
   /** Ejections in a row, for the growing cool-down. */
@@ -44,7 +58,8 @@ export interface HealthSettings {
   readonly intervalMs: number
 }
 
-export const INITIAL_HEALTH: HealthState = { up: true, activeFailures: 0, passiveFailures: 0, ejections: 0, ejectedUntil: 0 }
+/** Up (routing may try it) but unconfirmed (not ready, `sluice_backend_up` 0) until a check or an answer shows it healthy. */
+export const INITIAL_HEALTH: HealthState = { up: true, confirmed: false, activeFailures: 0, passiveFailures: 0, ejections: 0, ejectedUntil: 0 }
 
 export type PassiveFailure = 'connect' | 'status' | 'timeout'
 
@@ -61,20 +76,26 @@ export function isUsableWith(state: HealthState, shared: SharedVerdict | null, n
   return shared.up && now >= shared.ejectedUntil
 }
 
+/** Counts for readiness and `sluice_backend_up`: usable, and shown healthy at least once. */
+export function isConfirmedWith(state: HealthState, shared: SharedVerdict | null, now: number): boolean {
+  return state.confirmed && isUsableWith(state, shared, now)
+}
+
 /** When a shared verdict stops counting (its ejection ends or it expires). */
 export function verdictLapsesAt(shared: SharedVerdict): number {
   return shared.up ? Math.min(shared.ejectedUntil, shared.expiresAt) : shared.expiresAt
 }
 
 export function afterActiveCheck(state: HealthState, ok: boolean, settings: HealthSettings): HealthState {
-  if (ok) return { ...state, up: true, activeFailures: 0, ejectedUntil: 0 }
+  if (ok) return { ...state, up: true, confirmed: true, activeFailures: 0, ejectedUntil: 0 }
   const activeFailures = state.activeFailures + 1
   return { ...state, activeFailures, up: state.up && activeFailures < settings.unhealthyAfter }
 }
 
+/** A successful answer confirms the backend; it does not lift a down verdict (only a passed check does). */
 export function afterPassiveSuccess(state: HealthState): HealthState {
-  if (state.passiveFailures === 0 && state.ejections === 0) return state
-  return { ...state, passiveFailures: 0, ejections: 0 }
+  if (state.confirmed && state.passiveFailures === 0 && state.ejections === 0) return state
+  return { ...state, confirmed: true, passiveFailures: 0, ejections: 0 }
 }
 
 export function afterPassiveFailure(state: HealthState, failure: PassiveFailure, settings: HealthSettings, now: number): HealthState {

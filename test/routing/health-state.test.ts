@@ -4,6 +4,7 @@ import {
   afterPassiveFailure,
   afterPassiveSuccess,
   INITIAL_HEALTH,
+  isConfirmedWith,
   isUsable,
   isUsableWith,
   verdictLapsesAt,
@@ -186,8 +187,9 @@ describe('passive failures', () => {
     expect(again.ejectedUntil - later).toBe(settings.intervalMs)
   })
 
-  it('a success on a clean state returns the same object (no needless writes)', () => {
-    expect(afterPassiveSuccess(INITIAL_HEALTH)).toBe(INITIAL_HEALTH)
+  it('a success on a clean, confirmed state returns the same object (no needless writes)', () => {
+    const confirmed = afterPassiveSuccess(INITIAL_HEALTH)
+    expect(afterPassiveSuccess(confirmed)).toBe(confirmed)
   })
 
   it('transitions never mutate their input', () => {
@@ -195,6 +197,64 @@ describe('passive failures', () => {
     afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
     afterActiveCheck(INITIAL_HEALTH, false, settings)
     expect(INITIAL_HEALTH).toEqual(before)
+  })
+})
+
+describe('confirmation: what readiness and sluice_backend_up count', () => {
+  const confirmed = (state: HealthState, now = T0) => isConfirmedWith(state, null, now)
+
+  it('a fresh backend takes requests (routing is optimistic) but is not confirmed', () => {
+    expect(INITIAL_HEALTH.confirmed).toBe(false)
+    expect(isUsable(INITIAL_HEALTH, T0)).toBe(true)
+    expect(confirmed(INITIAL_HEALTH)).toBe(false)
+  })
+
+  it('one passed check confirms it', () => {
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    expect(checked.confirmed).toBe(true)
+    expect(confirmed(checked)).toBe(true)
+  })
+
+  it('one successful answer to real traffic confirms it', () => {
+    expect(confirmed(afterPassiveSuccess(INITIAL_HEALTH))).toBe(true)
+  })
+
+  it('failed checks never confirm it, before or after it goes down', () => {
+    for (let failed = 1; failed <= settings.unhealthyAfter + 1; failed++) {
+      expect(confirmed(activeChecks(INITIAL_HEALTH, Array<boolean>(failed).fill(false)))).toBe(false)
+    }
+  })
+
+  it('a passive failure neither confirms it nor forgets a confirmation', () => {
+    expect(afterPassiveFailure(INITIAL_HEALTH, 'status', settings, T0).confirmed).toBe(false)
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    expect(afterPassiveFailure(checked, 'connect', settings, T0).confirmed).toBe(true)
+  })
+
+  it('a confirmed backend stops counting while down or ejected, and counts again when usable', () => {
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    const down = activeChecks(checked, [false, false, false])
+    expect(confirmed(down)).toBe(false)
+    expect(confirmed(afterActiveCheck(down, true, settings))).toBe(true)
+
+    const ejected = afterPassiveFailure(checked, 'connect', settings, T0)
+    expect(confirmed(ejected, T0)).toBe(false)
+    expect(confirmed(ejected, ejected.ejectedUntil)).toBe(true)
+  })
+
+  it('a successful answer confirms but does not bring a down backend back (only a check does)', () => {
+    const down = activeChecks(INITIAL_HEALTH, [false, false, false])
+    const answered = afterPassiveSuccess(down)
+    expect(answered.confirmed).toBe(true)
+    expect(answered.up).toBe(false)
+    expect(confirmed(answered)).toBe(false)
+  })
+
+  it('a shared verdict in force makes a confirmed backend not count', () => {
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    const down: SharedVerdict = { up: false, ejectedUntil: 0, expiresAt: T0 + 3000 }
+    expect(isConfirmedWith(checked, down, T0)).toBe(false)
+    expect(isConfirmedWith(checked, down, T0 + 3000)).toBe(true)
   })
 })
 

@@ -168,12 +168,15 @@ describe('coming back after an incident', () => {
       if (inFlight.length === 8) for (const held of inFlight) held.socket.destroy()
     })
     const gw = await gateway({ retries: 0, health: { interval_ms: intervalMs, unhealthy_after: 1 }, backends: [{ url: flaky.url, name: 'flaky' }] })
+    // Confirmed by its first check first, so the 0 below is the ejection, not "not checked yet".
+    const flakyUp = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'flaky' })
+    expect(await pollUntil(async () => (await flakyUp()) === 1, 100)).not.toBeNull()
 
     const statuses = await Promise.all(Array.from({ length: 8 }, async () => (await post(gw)).status))
     expect(statuses).toEqual(Array(8).fill(502))
-    expect(await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'flaky' })).toBe(0)
+    expect(await flakyUp()).toBe(0)
 
-    const upPolls = await pollUntil(async () => (await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'flaky' })) === 1, 50, Date.now() + 10 * intervalMs)
+    const upPolls = await pollUntil(async () => (await flakyUp()) === 1, 50, Date.now() + 10 * intervalMs)
     expect(upPolls).not.toBeNull()
   })
 })
@@ -236,8 +239,11 @@ describe('no healthy backend', () => {
       backends: [{ url: sick.url, name: 'sick' }],
     })
 
-    const notReady = await pollUntil(async () => (await fetch(`${gw.url}/readyz`)).status === 503, 100)
-    expect(notReady).not.toBeNull()
+    // Down by its first failed check: before that, routing would still try it (optimistic at start),
+    // and /readyz is 503 from the first moment, so it cannot tell the two apart.
+    const down = await pollUntil(() => !gw.context.models.get('m')!.backend('sick').health.up, 100)
+    expect(down).not.toBeNull()
+    expect((await fetch(`${gw.url}/readyz`)).status).toBe(503)
     const { status, text } = await post(gw)
 
     // A request that had waited in the queue would have ended as 503 queue_timeout (overloaded_error).
