@@ -16,7 +16,7 @@ import type { BackendStats } from '../routing/balancers/balancer.js'
 import { dispatchChat, type AttemptOutcome, type ChatAnswer } from './chat-dispatch.js'
 import type { PassiveFailure } from '../routing/health-state.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
-import { ClientDeparture } from './client-departure.js'
+import type { ClientDeparture } from './client-departure.js'
 import { SseRelay } from './sse-relay.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
@@ -32,16 +32,14 @@ export interface ChatForward {
   readonly ticket: KeyTicket
   /** Prefix-affinity key of the prompt (null when the model does not balance by prefix). */
   readonly affinityKey: string | null
+  /** Departs when the client goes away (watched since before admission). */
+  readonly client: ClientDeparture
 }
 
 export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward): Promise<FastifyReply> {
-  const client = new ClientDeparture()
+  const { client } = job
   let call: UpstreamCall | null = null
-  reply.raw.on('close', () => {
-    if (reply.raw.writableFinished) return
-    client.depart()
-    call?.abort(client.reason!)
-  })
+  client.addEventListener('abort', () => call?.abort(client.reason!))
   let answer: ChatAnswer
   try {
     const slots = ctx.state.slots.get(job.route.name)!

@@ -12,6 +12,7 @@ import { affinityKey } from '../routing/balancers/prefix-affinity.js'
 import { chooseRequestId, REQUEST_ID_RULE } from '../schemas/request-id.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { forwardChat } from '../proxy/chat-forward.js'
+import { ClientDeparture } from '../proxy/client-departure.js'
 
 const checkChatBody = compileBodyCheck(ChatCompletionRequest)
 
@@ -40,8 +41,27 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   const { body: upstreamBody, injected } = withStreamUsage(normalizeChat(body, route.settings.served_name, requestId))
   const priority = body.priority ?? 0
   const affinity = route.settings.balance === 'prefix_affinity' ? affinityKey(body) : null
+  // Watched before the first await: a key check in Redis is a round trip, and
+  // a client that left during it was once still forwarded, its stream never
+  // settled, and its slot leased for good.
+  const client = departureOf(reply)
   const ticket = await admitKey(ctx.state, ctx.metrics, request.facts.principal, priority)
-  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity })
+  if (client.aborted) {
+    ticket.release()
+    return reply.hijack()
+  }
+  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity, client })
+}
+
+/** Departs when the response closes before it finished: the client went away (already, or later). */
+function departureOf(reply: FastifyReply): ClientDeparture {
+  const client = new ClientDeparture()
+  const res = reply.raw
+  if (res.destroyed || res.socket === null || res.socket.destroyed) client.depart()
+  else res.on('close', () => {
+    if (!res.writableFinished) client.depart()
+  })
+  return client
 }
 
 function resolveModel(ctx: GatewayContext, requested: string | null | undefined): ModelRoute {
