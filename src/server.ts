@@ -121,6 +121,10 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     } finally {
       clearTimeout(grace)
       await metricsListener?.close()
+      // Every response closed, so every request has settled and issued its slot's
+      // and key's release, before Redis is disconnected (the link flushes what
+      // was issued before it quits: redis-link.ts).
+      await Promise.all([current, ...retiring].map((generation) => generation.idle()))
       await Promise.all([current, ...retiring].map((generation) => generation.close()))
     }
   }

@@ -262,6 +262,11 @@ function unavailable(error: unknown): never {
 
 async function quit(client: Redis): Promise<void> {
   try {
+    // With auto-pipelining, commands issued just before (a drain's last slot
+    // releases) wait for the next tick, while QUIT leaves at once and closes
+    // the connection first: they were lost. A PING joins their batch, and its
+    // answer means they were all answered.
+    if (client.status === 'ready') await client.ping()
     if (client.status === 'ready') await client.quit()
   } catch {
     // Closing anyway.
