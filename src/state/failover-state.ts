@@ -147,6 +147,8 @@ export class FailoverKeyLimiter implements KeyLimiter {
   readonly #local: MemoryKeyLimiter
   readonly #link: RedisLink
   readonly #heldLocally = new Set<LocalShare>()
+  /** Per key, the tickets Redis admitted that are still running here (local concurrency counts them, as slots count their leases). */
+  readonly #heldShared = new Map<string, number>()
   /** One carry at a time: each reads the local use only after the previous one handed its part over. */
   #carrying: Promise<void> = Promise.resolve()
 
@@ -160,12 +162,13 @@ export class FailoverKeyLimiter implements KeyLimiter {
   async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
     if (this.#link.up()) {
       try {
-        return this.#chargedLocallyWhileAway(await this.#shared.admit(keyId, limits), keyId, limits)
+        const ticket = this.#chargedLocallyWhileAway(await this.#shared.admit(keyId, limits), keyId, limits)
+        return limits.max_concurrency === undefined ? ticket : this.#countedHere(ticket, keyId)
       } catch (error) {
         if (!(error instanceof RedisUnavailable)) throw error
       }
     }
-    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits), keyId, limits)
+    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, this.#heldShared.get(keyId) ?? 0), keyId, limits)
     return limits.max_concurrency === undefined ? ticket : this.#trackedLocal(keyId, ticket)
   }
 
@@ -185,6 +188,23 @@ export class FailoverKeyLimiter implements KeyLimiter {
         if (!this.#heldLocally.delete(share)) return
         ticket.release()
         share.releaseAdopted?.()
+      },
+    }
+  }
+
+  /** A ticket Redis admitted, counted here until it is released (an outage meanwhile must not admit past the key's concurrency). */
+  #countedHere(ticket: KeyTicket, keyId: string): KeyTicket {
+    this.#heldShared.set(keyId, (this.#heldShared.get(keyId) ?? 0) + 1)
+    let released = false
+    return {
+      chargeTokens: (tokens) => ticket.chargeTokens(tokens),
+      release: () => {
+        if (released) return
+        released = true
+        const left = (this.#heldShared.get(keyId) ?? 1) - 1
+        if (left > 0) this.#heldShared.set(keyId, left)
+        else this.#heldShared.delete(keyId)
+        ticket.release()
       },
     }
   }

@@ -28,11 +28,12 @@ export class MemoryKeyLimiter implements KeyLimiter {
     this.#clock = clock
   }
 
-  async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
+  /** `elsewhere`: the key's requests running here but counted in another store (Redis), which its concurrency counts too. */
+  async admit(keyId: string, limits: KeyLimitSettings, elsewhere = 0): Promise<KeyTicket> {
     const now = this.#clock.now()
     const active = this.#active.get(keyId) ?? 0
-    if (limits.max_concurrency !== undefined && active >= limits.max_concurrency) {
-      throw concurrencyRefusal(keyId, active, limits)
+    if (limits.max_concurrency !== undefined && active + elsewhere >= limits.max_concurrency) {
+      throw concurrencyRefusal(keyId, active + elsewhere, limits)
     }
     if (limits.tokens_per_minute !== undefined) {
       const tokens = checkTokens(this.#tokens.get(keyId), limits.tokens_per_minute, now)

@@ -97,3 +97,36 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     expect(local.usage()).toEqual([])
   })
 })
+
+describe('FailoverKeyLimiter when Redis goes away with tickets running', () => {
+  // Regression: local admissions counted only local tickets, so with one
+  // request admitted through Redis still running, an outage admitted a second
+  // one for a key with max_concurrency 1 on the same replica.
+  it('counts the tickets Redis admitted that still run here against the key\'s concurrency', async () => {
+    let up = true
+    const link = Object.assign(new EventEmitter(), { up: () => up }) as unknown as RedisLink & EventEmitter
+    const released: string[] = []
+    const shared: AdoptingKeyLimiter = {
+      admit: async () => {
+        if (!up) throw new RedisUnavailable('stand-in: Redis is away')
+        return { chargeTokens: async () => undefined, release: () => void released.push('shared') }
+      },
+      adopt: () => () => undefined,
+      debit: async () => undefined,
+    }
+    const keys = new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => 1_000_000 }), link)
+    const limits = { max_concurrency: 1 }
+
+    const throughRedis = await keys.admit('k', limits)
+    up = false
+    await expect(keys.admit('k', limits)).rejects.toMatchObject({ reason: 'concurrency' })
+    await expect(keys.admit('other', limits)).resolves.toBeDefined()
+
+    throughRedis.release()
+    throughRedis.release()
+    expect(released).toEqual(['shared'])
+    const local = await keys.admit('k', limits)
+    await expect(keys.admit('k', limits)).rejects.toMatchObject({ reason: 'concurrency' })
+    local.release()
+  })
+})
