@@ -9,12 +9,55 @@
 import type { KeyLimitSettings } from '../config/schema.js'
 import { RedisUnavailable, type RedisLink } from './redis-link.js'
 import type { MemoryKeyLimiter } from './memory-key-limiter.js'
-import type { KeyLimiter, KeyTicket, ModelSlots, SlotLease, SlotRequest, MinuteUse } from './store.js'
+import type { DepartureSignal, KeyLimiter, KeyTicket, ModelSlots, SlotLease, SlotRequest, MinuteUse } from './store.js'
 
 /** The shared store as failover uses it: slots, and taking over requests admitted locally once Redis is back. */
 export interface AdoptingModelSlots extends ModelSlots {
   adopt(leases: readonly (readonly [id: string, backend: string])[]): void
   releaseAdopted(id: string, backend: string): void
+}
+
+/** A local waiter's departure signal: its client left, or Redis answered again (it then queues there instead). */
+class UntilRedisReturns implements DepartureSignal {
+  aborted = false
+  reason: unknown = undefined
+  redisReturned = false
+  readonly #client: DepartureSignal
+  readonly #listeners = new Set<() => void>()
+
+  constructor(client: DepartureSignal) {
+    this.#client = client
+    if (client.aborted) this.#abort(client.reason)
+    client.addEventListener('abort', this.#onClient)
+  }
+
+  /** Redis answers again: the local wait ends. */
+  redisReturns(): void {
+    this.redisReturned = true
+    this.#abort(new RedisUnavailable('Redis answers again: the request queues there'))
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    if (!this.aborted) this.#listeners.add(listener)
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    this.#listeners.delete(listener)
+  }
+
+  dispose(): void {
+    this.#client.removeEventListener('abort', this.#onClient)
+  }
+
+  readonly #onClient = (): void => this.#abort(this.#client.reason)
+
+  #abort(reason: unknown): void {
+    if (this.aborted) return
+    this.aborted = true
+    this.reason = reason
+    for (const listener of this.#listeners) listener()
+    this.#listeners.clear()
+  }
 }
 
 /** A request admitted on local limits and still running; `adopted` names its lease in Redis once it has one. */
@@ -28,23 +71,54 @@ export class FailoverModelSlots implements ModelSlots {
   readonly #local: ModelSlots
   readonly #link: RedisLink
   readonly #admittedLocally = new Set<LocalAdmission>()
+  /** The signals of requests waiting in the local queue. */
+  readonly #waitingLocally = new Set<UntilRedisReturns>()
 
   constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink) {
     this.#shared = shared
     this.#local = local
     this.#link = link
     link.on('up', this.#adoptLocalAdmissions)
+    link.on('up', this.#sendLocalWaitersToRedis)
+  }
+
+  readonly #sendLocalWaitersToRedis = (): void => {
+    for (const signal of [...this.#waitingLocally]) signal.redisReturns()
   }
 
   async acquire(request: SlotRequest): Promise<SlotLease> {
-    if (this.#link.up()) {
-      try {
-        return this.#wakingLocal(await this.#shared.acquire(request))
-      } catch (error) {
-        if (!(error instanceof RedisUnavailable)) throw error
+    for (;;) {
+      if (this.#link.up()) {
+        try {
+          return this.#wakingLocal(await this.#shared.acquire(request))
+        } catch (error) {
+          if (!(error instanceof RedisUnavailable)) throw error
+        }
       }
+      const lease = await this.#localUntilRedisReturns(request)
+      if (lease !== null) return this.#trackedLocal(lease)
     }
-    return this.#trackedLocal(await this.#local.acquire(request))
+  }
+
+  /**
+   * Waits in the local queue while Redis is away, and leaves it (null) when
+   * Redis answers again: the request then queues in Redis, behind every
+   * replica's waiters. Served on local counts after the return, a local
+   * waiter once took a slot Redis had just handed to another replica's
+   * waiter (two requests on a one-slot backend).
+   */
+  async #localUntilRedisReturns(request: SlotRequest): Promise<SlotLease | null> {
+    const signal = new UntilRedisReturns(request.signal)
+    this.#waitingLocally.add(signal)
+    try {
+      return await this.#local.acquire({ ...request, signal })
+    } catch (error) {
+      if (signal.redisReturned && !request.signal.aborted) return null
+      throw error
+    } finally {
+      this.#waitingLocally.delete(signal)
+      signal.dispose()
+    }
   }
 
   async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {

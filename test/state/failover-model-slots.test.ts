@@ -1,0 +1,83 @@
+/**
+ * FailoverModelSlots' local queue when Redis answers again, without Redis:
+ * the shared slots are a recording stand-in and the link an event emitter
+ * (the real ones are tested against redis-server in redis-store.test.ts).
+ * Regression: a request queued locally during an outage was served on local
+ * counts after Redis returned, while Redis handed the same freed slot to
+ * another replica's waiter (two requests on a one-slot backend).
+ */
+import { EventEmitter } from 'node:events'
+import { describe, expect, it } from 'vitest'
+import { FailoverModelSlots, type AdoptingModelSlots } from '../../src/state/failover-state.js'
+import { MemoryModelSlots } from '../../src/state/memory-slots.js'
+import { RedisUnavailable, type RedisLink } from '../../src/state/redis-link.js'
+import type { SlotLease, SlotRequest } from '../../src/state/store.js'
+import { RecordingObserver } from './model-slots.contract.js'
+
+class SharedStandIn implements AdoptingModelSlots {
+  up = false
+  readonly acquired: SlotRequest[] = []
+  async acquire(request: SlotRequest): Promise<SlotLease> {
+    if (!this.up) throw new RedisUnavailable('stand-in: Redis is away')
+    this.acquired.push(request)
+    return { backend: 'a', waitedMs: 0, release: () => undefined }
+  }
+  async tryAcquire(): Promise<SlotLease | null> {
+    return null
+  }
+  adopt(): void {}
+  releaseAdopted(): void {}
+  wake(): void {}
+  queueDepth(): number {
+    return 0
+  }
+  inFlight(): number {
+    return 0
+  }
+  close(): void {}
+}
+
+function setup() {
+  const shared = new SharedStandIn()
+  const link = Object.assign(new EventEmitter(), { up: () => shared.up, newId: () => 'adopted-1' }) as unknown as RedisLink & EventEmitter
+  const local = new MemoryModelSlots({ model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }, { now: () => Date.now() }, new RecordingObserver())
+  const slots = new FailoverModelSlots(shared, local, link)
+  const comeBack = () => {
+    shared.up = true
+    link.emit('up')
+  }
+  return { shared, local, slots, comeBack }
+}
+
+const request = (signal: AbortSignal = new AbortController().signal): SlotRequest => ({ priority: 0, signal, choose: (names) => names[0]! })
+
+describe('FailoverModelSlots when Redis answers again', () => {
+  it('moves a request waiting in the local queue to Redis; the local slot that frees later takes no one', async () => {
+    const { shared, local, slots, comeBack } = setup()
+    const first = await slots.acquire(request())
+    const second = slots.acquire(request())
+    expect(local.queueDepth()).toBe(1)
+
+    comeBack()
+    const lease = await second
+    expect(shared.acquired).toHaveLength(1)
+    expect(local.queueDepth()).toBe(0)
+    first.release()
+    expect(local.inFlight('a')).toBe(0)
+    lease.release()
+    local.close()
+  })
+
+  it('a client that left while waiting locally is not moved: its wait ends with its own reason', async () => {
+    const { shared, local, slots, comeBack } = setup()
+    const first = await slots.acquire(request())
+    const client = new AbortController()
+    const second = slots.acquire(request(client.signal))
+    client.abort(new Error('client gone'))
+    await expect(second).rejects.toThrow('client gone')
+    comeBack()
+    expect(shared.acquired).toHaveLength(0)
+    first.release()
+    local.close()
+  })
+})
