@@ -15,6 +15,7 @@
  * withdraws that when its own check brings the backend back, and merges
  * their verdicts into the backend's usability (health-state.ts `isUsableWith`).
  */
+import { setMaxListeners } from 'node:events'
 import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
 import type { Metrics } from '../metrics/registry.js'
@@ -54,8 +55,8 @@ export class BackendMonitor {
   readonly #logger: Logger
   readonly #hooks: MonitorHooks
   readonly #timers = new Set<NodeJS.Timeout>()
-  /** Aborted by stop(): every probe request carries its signal. */
-  readonly #probes = new AbortController()
+  /** Aborted by stop(): every probe request carries its signal (one listener each, hence no listener cap). */
+  readonly #probes = unlimited(new AbortController())
   #stopped = false
 
   constructor(models: ReadonlyMap<string, ModelRoute>, clock: Clock, metrics: Metrics, logger: Logger, hooks: MonitorHooks) {
@@ -223,4 +224,10 @@ export class BackendMonitor {
 
 function settingsOf(route: ModelRoute): HealthSettings {
   return { unhealthyAfter: route.settings.health.unhealthy_after, intervalMs: route.settings.health.interval_ms }
+}
+
+/** An AbortController whose signal takes any number of listeners (Node warns past 10: a model with many backends probes them all at once). */
+function unlimited(controller: AbortController): AbortController {
+  setMaxListeners(0, controller.signal)
+  return controller
 }

@@ -45,3 +45,26 @@ describe('shutdown with a hung health probe', () => {
     expect(winner).toBe('shutdown')
   })
 })
+
+describe('many backends probed at once', () => {
+  // Regression: every probe listens on the monitor's one abort signal, and
+  // Node warned of a leak past 10 listeners (a model with 6 backends probes 12 at once).
+  it('starts and stops a model with 12 backends without a MaxListenersExceededWarning', async () => {
+    const warnings: string[] = []
+    const onWarning = (warning: Error) => void warnings.push(`${warning.name}: ${warning.message}`)
+    process.on('warning', onWarning)
+    cleanups.push(() => process.off('warning', onWarning))
+    const probes: string[] = []
+    const hung = createServer((req) => {
+      probes.push(req.url ?? '')
+      req.resume()
+    })
+    const url = await listenForTest(hung, cleanups)
+    const backends = Array.from({ length: 12 }, (_, i) => ({ url, name: `b${i}` }))
+    const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends }] })
+    // Every backend's health check and /metrics read are in flight together.
+    await until(() => probes.length >= 24, 'all 24 probes in flight')
+    await gw.shutdown()
+    expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([])
+  })
+})
