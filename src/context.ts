@@ -85,6 +85,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   }
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
   const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings, overrides.slotPeers)
+  const stopCountingQueues = metrics.queueDepths.add(() => [...models.keys()].map((model) => [model, state.slots.get(model)?.queueDepth() ?? 0] as const))
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD
   const monitor = new BackendMonitor(models, clock, metrics, logger, { wake: (model) => state.slots.get(model)?.wake(), board })
   return {
@@ -100,6 +101,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     upstreams,
     authenticators: { bearer: new BearerKeyring(config.auth.keys), proven: new ProvenCredentials(), basic: (username, password) => users.verify(username, password) },
     async close() {
+      stopCountingQueues()
       monitor.stop()
       await Promise.all([...[...models.values()].map((m) => m.close()), ...[...upstreams.values()].map((u) => u.close()), state.disconnect()])
     },
@@ -117,7 +119,8 @@ function buildUpstreams(config: GatewayConfig): Map<UpstreamName, Upstream> {
 
 function admissionMetrics(metrics: Metrics): AdmissionObserver {
   return {
-    queueDepth: (model, depth) => metrics.queueDepth.set({ model }, depth),
+    // The gauge reads every live generation's queues when scraped (metrics/queue-depths.ts).
+    queueDepth: () => undefined,
     slotTaken: (model, backend) => metrics.inflightCounts.add(model, backend, 1),
     slotReleased: (model, backend) => metrics.inflightCounts.add(model, backend, -1),
     waited: (model, milliseconds) => metrics.queueWait.observe({ model }, milliseconds / 1000),

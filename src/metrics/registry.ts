@@ -6,6 +6,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { InflightCounts } from './inflight-counts.js'
 import { PlainCounter, PlainHistogram } from './plain-series.js'
+import { QueueDepths } from './queue-depths.js'
 
 /**
  * LLM requests span milliseconds (errors, cached answers) to minutes (long
@@ -22,6 +23,7 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry })
   const registers = [registry]
   const inflightCounts = new InflightCounts()
+  const queueDepths = new QueueDepths()
   return {
     registry,
     requestsTotal: new PlainCounter({
@@ -45,6 +47,7 @@ export function createMetrics() {
       registers,
     }),
     inflightCounts,
+    queueDepths,
     inflight: new Gauge({
       name: 'sluice_inflight_requests',
       help: 'Requests being answered by a backend right now.',
@@ -65,6 +68,9 @@ export function createMetrics() {
       help: 'Requests waiting for a slot (not those in flight).',
       labelNames: ['model'] as const,
       registers,
+      collect() {
+        for (const [model, depth] of queueDepths.totals()) this.set({ model }, depth)
+      },
     }),
     queueWait: new PlainHistogram({
       name: 'sluice_queue_wait_seconds',
