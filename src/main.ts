@@ -18,7 +18,7 @@ const DEFAULT_CONFIG = 'config/gateway.yaml'
 async function main(): Promise<number> {
   const args = parseArguments(process.argv.slice(2), process.env)
   if (args.command === 'help') {
-    console.log(USAGE)
+    process.stdout.write(`${USAGE}\n`)
     return 0
   }
   if (args.command === 'hash-password' || args.command === 'hash-token') return runHashSecret(args.command, process.stdin)
