@@ -119,8 +119,6 @@ function buildUpstreams(config: GatewayConfig): Map<UpstreamName, Upstream> {
 
 function admissionMetrics(metrics: Metrics): AdmissionObserver {
   return {
-    // The gauge reads every live generation's queues when scraped (metrics/queue-depths.ts).
-    queueDepth: () => undefined,
     slotTaken: (model, backend) => metrics.inflightCounts.add(model, backend, 1),
     slotReleased: (model, backend) => metrics.inflightCounts.add(model, backend, -1),
     waited: (model, milliseconds) => metrics.queueWait.observe({ model }, milliseconds / 1000),

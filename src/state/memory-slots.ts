@@ -87,7 +87,6 @@ export class MemoryModelSlots implements ModelSlots {
       waiter.cleanup()
       waiter.reject(this.#refusal('shutting_down'))
     }
-    this.#observer.queueDepth(this.#settings.model, 0)
   }
 
   #enqueue(request: SlotRequest, arrivedAt: number, resolve: Waiter['resolve'], reject: Waiter['reject']): void {
@@ -114,27 +113,22 @@ export class MemoryModelSlots implements ModelSlots {
     const timer = setTimeout(() => this.#leave(waiter, this.#refusal('queue_timeout')), this.#settings.maxWaitMs)
     request.signal.addEventListener('abort', onAbort, { once: true })
     this.#queue.push(waiter)
-    this.#observer.queueDepth(this.#settings.model, this.#queue.size)
   }
 
   #leave(waiter: Waiter, error: unknown): void {
     if (!this.#queue.remove(waiter)) return
     waiter.cleanup()
-    this.#observer.queueDepth(this.#settings.model, this.#queue.size)
     waiter.reject(error)
   }
 
   #serveQueue(): void {
-    let served = false
     for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
       const lease = this.#grantNow(head.request.choose, NO_EXCLUSIONS, head.arrivedAt)
       if (lease === null) break
       this.#queue.shift()
       head.cleanup()
-      served = true
       head.resolve(lease)
     }
-    if (served) this.#observer.queueDepth(this.#settings.model, this.#queue.size)
   }
 
   #grantNow(choose: SlotRequest['choose'], exclude: ReadonlySet<string>, arrivedAt: number): SlotLease | null {

@@ -54,7 +54,6 @@ export class RedisModelSlots implements ModelSlots {
     this.#calls = new SlotCalls(link, settings)
     this.#leases = new RedisLeases(settings, this.#calls, link, (reply) => this.#absorb(reply))
     const events = {
-      depth: (depth: number) => observer.queueDepth(settings.model, depth),
       leave: (waiter: Waiter, cause: 'aborted' | 'timed_out') => this.#leave(waiter, cause === 'aborted' ? waiter.request.signal.reason : this.#refusal('queue_timeout')),
       tick: this.#sync,
     }
@@ -112,7 +111,6 @@ export class RedisModelSlots implements ModelSlots {
     this.#closed = true
     const queued = this.#waiters.all().filter((w) => this.#waiters.drop(w, this.#refusal('shutting_down'))).map((w) => w.id)
     if (queued.length > 0) this.#fire(this.#calls.leave(queued))
-    this.#observer.queueDepth(this.#settings.model, 0)
   }
 
   /** Stops timers and listeners (the connection is closed after this). */

@@ -30,19 +30,12 @@ export function buildRedisState(
   if (url === undefined) throw new Error('state.redis_url is required when state.kind is redis')
   const link = new RedisLink({ url, keyPrefix: config.state.key_prefix, logger, upGauge: metrics.redisUp, ...timings })
   const slots = new Map<string, FailoverModelSlots>()
-  // Both stores report their own depth; the model's gauge shows the sum.
-  const summed: AdmissionObserver = {
-    queueDepth: (model) => observer.queueDepth(model, slots.get(model)?.queueDepth() ?? 0),
-    slotTaken: (model, backend) => observer.slotTaken(model, backend),
-    slotReleased: (model, backend) => observer.slotReleased(model, backend),
-    waited: (model, milliseconds) => observer.waited(model, milliseconds),
-  }
   const shared: RedisModelSlots[] = []
   for (const model of config.models) {
     const settings = modelSlotSettings(model, usable)
-    const modelSlots = new RedisModelSlots(settings, clock, summed, link)
+    const modelSlots = new RedisModelSlots(settings, clock, observer, link)
     // Local limits count this replica's Redis leases still running, so an outage admits no extra request.
-    const local = new MemoryModelSlots({ ...settings, elsewhere: (backend) => modelSlots.inFlight(backend) }, clock, summed)
+    const local = new MemoryModelSlots({ ...settings, elsewhere: (backend) => modelSlots.inFlight(backend) }, clock, observer)
     shared.push(modelSlots)
     slots.set(model.name, new FailoverModelSlots(modelSlots, local, link))
   }

@@ -20,8 +20,6 @@ export interface Waiter extends QueueEntry {
 }
 
 export interface WaiterEvents {
-  /** The number of queued waiters changed. */
-  depth(depth: number): void
   /** The waiter's client went away, or its max wait is over: it should leave. */
   leave(waiter: Waiter, cause: 'aborted' | 'timed_out'): void
   /** Every `tickMs` while any waiter exists. */
@@ -88,7 +86,6 @@ export class RedisWaiters {
     waiter.phase = 'queued'
     waiter.seq = seq
     this.#queue.push(waiter)
-    this.#events.depth(this.#queue.size)
   }
 
   /** Takes a calling or queued waiter out as granted; false when it was not waiting any more. */
@@ -116,7 +113,7 @@ export class RedisWaiters {
   #forget(waiter: Waiter): void {
     this.#byId.delete(waiter.id)
     waiter.cleanup()
-    if (this.#queue.remove(waiter)) this.#events.depth(this.#queue.size)
+    this.#queue.remove(waiter)
     if (this.#byId.size === 0) this.#stopTicking()
   }
 

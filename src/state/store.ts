@@ -80,9 +80,8 @@ export interface KeyLimiter {
   admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket>
 }
 
-/** Notified of what admission does, for metrics. */
+/** Notified of what admission does, for metrics (queue depths are read at scrape time: ModelSlots.queueDepth). */
 export interface AdmissionObserver {
-  queueDepth(model: string, depth: number): void
   slotTaken(model: string, backend: string): void
   slotReleased(model: string, backend: string): void
   waited(model: string, milliseconds: number): void
