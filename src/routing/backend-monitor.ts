@@ -35,9 +35,12 @@ import {
 } from './health-state.js'
 import type { ModelRoute } from './model-route.js'
 import { readVllmLoad } from './vllm-load.js'
+import { UpstreamCall } from '../proxy/upstream-call.js'
 
 /** Longest a probe may take: a health check slower than this counts as failed. */
 const MAX_PROBE_MS = 5000
+/** Most of a probe's answer held (vLLM's /metrics is a few hundred KiB); a longer one counts as failed. */
+const MAX_PROBE_BYTES = 16 * 2 ** 20
 /** Backend load older than this many intervals is ignored. */
 const STALE_INTERVALS = 3
 
@@ -138,22 +141,28 @@ export class BackendMonitor {
     }
   }
 
-  /** The body of a 2xx answer, or null for anything else (including no answer in time). */
+  /**
+   * The body of a 2xx answer, or null for anything else (including no answer
+   * in time). Through the same dispatch handler as chat answers, not
+   * `pool.request`: its body stream was the only undici Readable in a chat
+   * gateway, and each probe sent Node's stream functions (which the client
+   * connections run through) back to unoptimized code, every interval.
+   */
   async #get(backend: Backend, path: string, route: ModelRoute): Promise<string | null> {
     const timeout = Math.min(route.settings.health.interval_ms, MAX_PROBE_MS)
+    const headers = backend.apiKey === undefined ? {} : { authorization: `Bearer ${backend.apiKey}` }
+    const call = new UpstreamCall(backend.pool, { method: 'GET', path: backend.pathFor(path), headers, headersTimeout: timeout, bodyTimeout: timeout }, timeout)
+    const abort = (): void => call.abort(new Error('backend monitor stopped'))
+    this.#probes.signal.addEventListener('abort', abort)
+    if (this.#probes.signal.aborted) abort()
     try {
-      const response = await backend.pool.request({
-        method: 'GET',
-        path: backend.pathFor(path),
-        headers: backend.apiKey === undefined ? {} : { authorization: `Bearer ${backend.apiKey}` },
-        headersTimeout: timeout,
-        bodyTimeout: timeout,
-        signal: this.#probes.signal,
-      })
-      const text = await response.body.text()
-      return response.statusCode >= 200 && response.statusCode < 300 ? text : null
+      const { statusCode } = await call.head
+      const body = await call.readAll(MAX_PROBE_BYTES)
+      return statusCode >= 200 && statusCode < 300 ? body.toString('utf8') : null
     } catch {
       return null
+    } finally {
+      this.#probes.signal.removeEventListener('abort', abort)
     }
   }
 
