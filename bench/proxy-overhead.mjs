@@ -2,7 +2,9 @@
 // one run, with nginx proxy_pass (upstream keepalive) as the reference when
 // installed, and a bare Node proxy (bench/servers/bare-proxy.mjs: node:http +
 // undici, nothing else) as the floor any Node gateway starts from.
-// Loopback only; about two and a half minutes.
+// Loopback only; about four minutes, half of it warm-up (see warmUp). Each
+// target is measured in slices taken in turns with the others
+// (lib/interleaved.mjs), so the host's drift in speed falls on all alike.
 //   (a) max throughput: 64 connections, small non-streaming chat body
 //   (b) open loop at a fixed rate: p50/p99 and the latency the target adds
 //   (c) streaming: 16 tokens, 5 ms apart: time to first and last byte, req/s
@@ -13,12 +15,21 @@ import { join } from 'node:path'
 import { startChildServer } from './lib/child-server.mjs'
 import { CHAT_BODY, load } from './lib/load.mjs'
 import { nginxAvailable, startNginx } from './lib/nginx.mjs'
+import { inTurns, percentile, pooled, sum } from './lib/interleaved.mjs'
 import { openLoop, streamLoop } from './lib/open-loop.mjs'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const RATE = Number(process.env.BENCH_RATE ?? 500)
-// BENCH_RUNS=3 repeats everything and prints medians (about 2 minutes a run).
+// BENCH_RUNS=3 repeats everything and prints medians (about 4 minutes a run).
 const RUNS = Number(process.env.BENCH_RUNS ?? 1)
+// What each target serves before it is measured (see warmUp): requests
+// before (a) and (b), streams before (c).
+const WARM_UP_REQUESTS = Number(process.env.BENCH_WARM_UP_REQUESTS ?? 40000)
+const WARM_UP_STREAMS = Number(process.env.BENCH_WARM_UP_STREAMS ?? 5000)
+const WARM_UP_MAX_SECONDS = 20
+// Each target's SECONDS are measured in ROUNDS slices, taken in turns (lib/interleaved.mjs).
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const SLICE_SECONDS = SECONDS / ROUNDS
 const TOKEN = 'bench-token'
 const PATH = '/v1/chat/completions'
 const needsKey = (target) => target.startsWith('gateway')
@@ -47,51 +58,103 @@ async function startTargets(backendEnv) {
   return { targets, processes, stop }
 }
 
+/** `measure(seconds)` of one target, with the CPU its process used meanwhile (when it is one of ours). */
+function withCpu(process, measure) {
+  return async (seconds) => {
+    const before = await process?.cpuSeconds()
+    const result = await measure(seconds)
+    return before === undefined ? result : { ...result, cpu_seconds: (await process.cpuSeconds()) - before }
+  }
+}
+
+/**
+ * Gives every target slices in turns until each has served `count`
+ * (requests or streams: `served` says which), WARM_UP_MAX_SECONDS at most.
+ * A fresh gateway needs ~40,000 requests at this load before V8 has
+ * optimized its request path (2 s windows from start: 1,300, 3,000, 4,000,
+ * 5,400, 7,000 req/s, then flat), ~5,000 streams for the streaming path;
+ * the floor settles in a quarter of that. The 2 s warm-up this bench once
+ * had measured the gateway while it was still compiling. In turns, so no
+ * target sits idle for a minute before it is measured: one that had served
+ * its first seconds back ~1.6x slower.
+ */
+async function warmUp(targets, count, served) {
+  const total = Object.fromEntries(Object.keys(targets).map((name) => [name, 0]))
+  const started = performance.now()
+  while (Object.values(total).some((n) => n < count) && performance.now() - started < WARM_UP_MAX_SECONDS * 1000 * Object.keys(targets).length) {
+    for (const [name, measure] of Object.entries(targets)) total[name] += served(await measure(SLICE_SECONDS))
+  }
+  return total
+}
+
+/** (a) and (b): the targets answer 8 tokens at once. */
 async function throughputAndRate() {
   const run = await startTargets({ BENCH_TOKENS: '8', BENCH_DELAY_MS: '0' })
   try {
-    for (const [name, url] of Object.entries(run.targets)) await load({ url, token: needsKey(name) ? TOKEN : undefined, seconds: 2 })
-    const throughput = {}
-    for (const [name, url] of Object.entries(run.targets)) {
-      const cpuBefore = await run.processes[name]?.cpuSeconds()
-      throughput[name] = await load({ url, token: needsKey(name) ? TOKEN : undefined, seconds: SECONDS, connections: 64 })
-      if (cpuBefore !== undefined) throughput[name].cpu_seconds = (await run.processes[name].cpuSeconds()) - cpuBefore
-    }
-    const fixedRate = {}
-    for (const [name, url] of Object.entries(run.targets)) {
-      if (name === 'gateway_logged') continue
-      fixedRate[name] = await openLoop({ url, path: PATH, headers: headers(name), body: CHAT_BODY, rate: RATE, seconds: SECONDS })
-    }
+    const saturating = Object.fromEntries(
+      Object.entries(run.targets).map(([name, url]) => [name, withCpu(run.processes[name], (seconds) => load({ url, token: needsKey(name) ? TOKEN : undefined, seconds, connections: 64 }))]),
+    )
+    const warmedWith = await warmUp(saturating, WARM_UP_REQUESTS, (r) => r.requests)
+    const throughput = mapValues(await inTurns({ targets: saturating, rounds: ROUNDS, slice: SLICE_SECONDS }), (slices) => ({
+      requests: sum(slices, (r) => r.requests),
+      rps: sum(slices, (r) => r.requests) / sum(slices, (r) => r.seconds),
+      // autocannon gives percentiles, not latencies: the median slice's.
+      p50_ms: median(slices.map((r) => r.p50_ms)),
+      p99_ms: median(slices.map((r) => r.p99_ms)),
+      non2xx: sum(slices, (r) => r.non2xx),
+      cpu_seconds: sum(slices, (r) => r.cpu_seconds ?? NaN),
+    }))
+    const atRate = Object.fromEntries(
+      Object.entries(run.targets)
+        .filter(([name]) => name !== 'gateway_logged')
+        .map(([name, url]) => [name, (seconds) => openLoop({ url, path: PATH, headers: headers(name), body: CHAT_BODY, rate: RATE, seconds })]),
+    )
+    const fixedRate = mapValues(await inTurns({ targets: atRate, rounds: ROUNDS, slice: SLICE_SECONDS }), (slices) => {
+      const latencies = pooled(slices, (r) => r.latencies_ms)
+      return { sent: sum(slices, (r) => r.sent), errors: sum(slices, (r) => r.errors), non2xx: sum(slices, (r) => r.non2xx), p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99) }
+    })
     const rss = await run.processes.gateway.rssBytes()
-    return { throughput, fixedRate, gatewayRssMb: rss / 2 ** 20 }
+    return { throughput, fixedRate, gatewayRssMb: rss / 2 ** 20, warmedWith }
   } finally {
     await run.stop()
   }
 }
 
+/** (c): 16 tokens, 5 ms apart. */
 async function streaming() {
   const run = await startTargets({ BENCH_TOKENS: '16', BENCH_DELAY_MS: '5' })
   try {
-    const results = {}
-    for (const [name, url] of Object.entries(run.targets)) {
-      if (name === 'gateway_logged') continue
-      // Warm up as (a) does: a fresh Node process runs cold code for its first few hundred requests.
-      await streamLoop({ url, path: PATH, headers: headers(name), body: STREAM_BODY, connections: 32, seconds: 2 })
-      const cpuBefore = await run.processes[name]?.cpuSeconds()
-      results[name] = await streamLoop({ url, path: PATH, headers: headers(name), body: STREAM_BODY, connections: 32, seconds: SECONDS })
-      if (cpuBefore !== undefined) results[name].cpu_ms_per_stream = (((await run.processes[name].cpuSeconds()) - cpuBefore) / results[name].completed) * 1000
-    }
-    return results
+    const streamers = Object.fromEntries(
+      Object.entries(run.targets)
+        .filter(([name]) => name !== 'gateway_logged')
+        .map(([name, url]) => [name, withCpu(run.processes[name], (seconds) => streamLoop({ url, path: PATH, headers: headers(name), body: STREAM_BODY, connections: 32, seconds }))]),
+    )
+    const warmedWith = await warmUp(streamers, WARM_UP_STREAMS, (r) => r.completed)
+    const results = mapValues(await inTurns({ targets: streamers, rounds: ROUNDS, slice: SLICE_SECONDS }), (slices) => {
+      const completed = sum(slices, (r) => r.completed)
+      return {
+        completed,
+        errors: sum(slices, (r) => r.errors),
+        rps: completed / sum(slices, (r) => r.seconds),
+        ttfb_p50_ms: percentile(pooled(slices, (r) => r.first_byte_ms), 50),
+        ttlb_p50_ms: percentile(pooled(slices, (r) => r.last_byte_ms), 50),
+        cpu_ms_per_stream: (sum(slices, (r) => r.cpu_seconds ?? NaN) / completed) * 1000,
+      }
+    })
+    return { results, warmedWith }
   } finally {
     await run.stop()
   }
 }
 
+const mapValues = (object, f) => Object.fromEntries(Object.entries(object).map(([k, v]) => [k, f(v)]))
+
 async function runOnce() {
-  const { throughput, fixedRate, gatewayRssMb } = await throughputAndRate()
-  const stream = await streaming()
+  const { throughput, fixedRate, gatewayRssMb, warmedWith } = await throughputAndRate()
+  const { results: stream, warmedWith: streamsWarmedWith } = await streaming()
   const perThousand = (t) => (t.cpu_seconds / t.requests) * 1000
   return {
+    warm_up_served: { requests: warmedWith, streams: streamsWarmedWith },
     throughput,
     fixed_rate: fixedRate,
     streaming: stream,
@@ -145,6 +208,8 @@ const result = {
   machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, nginx: nginxAvailable() },
   seconds_per_run: SECONDS,
   fixed_rate_per_second: RATE,
+  warm_up: { requests: WARM_UP_REQUESTS, streams: WARM_UP_STREAMS, max_seconds_per_target: WARM_UP_MAX_SECONDS },
+  measured_in_turns: { rounds: ROUNDS, slice_seconds: SLICE_SECONDS },
   runs: RUNS,
   summary,
   each_run: runs,

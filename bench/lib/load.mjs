@@ -15,6 +15,7 @@ export async function load({ url, path = '/v1/chat/completions', token, connecti
   })
   return {
     requests: result.requests.total,
+    seconds: result.duration,
     rps: result.requests.average,
     p50_ms: result.latency.p50,
     p99_ms: result.latency.p99,

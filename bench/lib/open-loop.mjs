@@ -5,11 +5,7 @@
 // when its time is less than 1 ms away, and a latency must not come out
 // shorter than the exchange, or negative).
 import { Pool } from 'undici'
-
-function percentile(sorted, p) {
-  if (sorted.length === 0) return NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
-}
+import { percentile } from './interleaved.mjs'
 
 export async function openLoop({ url, path, headers, body, rate, seconds }) {
   const pool = new Pool(url, { connections: 512, pipelining: 1 })
@@ -39,18 +35,23 @@ export async function openLoop({ url, path, headers, body, rate, seconds }) {
   await Promise.all(pending)
   await pool.close()
   latencies.sort((a, b) => a - b)
-  return { sent: total, completed: latencies.length, errors, non2xx, p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99) }
+  return { sent: total, completed: latencies.length, errors, non2xx, p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99), latencies_ms: latencies }
 }
 
-/** Streaming: `connections` workers in a loop; time to first byte and last byte of each answer. */
-export async function streamLoop({ url, path, headers, body, connections, seconds }) {
+/**
+ * Streaming: `connections` workers in a loop; time to first byte and last
+ * byte of each answer. Runs for `seconds`, or until `streams` answers have
+ * ended when that comes first (a warm-up is a count of requests: V8 optimizes
+ * a function after enough calls, not after enough time).
+ */
+export async function streamLoop({ url, path, headers, body, connections, seconds, streams = Infinity }) {
   const pool = new Pool(url, { connections })
   const firstByte = []
   const lastByte = []
   let errors = 0
   const deadline = performance.now() + seconds * 1000
   const worker = async () => {
-    while (performance.now() < deadline) {
+    while (performance.now() < deadline && lastByte.length < streams) {
       const started = performance.now()
       try {
         const response = await pool.request({ path, method: 'POST', headers, body })
@@ -73,5 +74,5 @@ export async function streamLoop({ url, path, headers, body, connections, second
   await pool.close()
   firstByte.sort((a, b) => a - b)
   lastByte.sort((a, b) => a - b)
-  return { completed: lastByte.length, errors, rps: lastByte.length / elapsed, ttfb_p50_ms: percentile(firstByte, 50), ttlb_p50_ms: percentile(lastByte, 50) }
+  return { completed: lastByte.length, errors, seconds: elapsed, rps: lastByte.length / elapsed, ttfb_p50_ms: percentile(firstByte, 50), ttlb_p50_ms: percentile(lastByte, 50), first_byte_ms: firstByte, last_byte_ms: lastByte }
 }
