@@ -28,7 +28,7 @@ const WARM_UP_REQUESTS = Number(process.env.BENCH_WARM_UP_REQUESTS ?? 40000)
 const WARM_UP_STREAMS = Number(process.env.BENCH_WARM_UP_STREAMS ?? 5000)
 const WARM_UP_MAX_SECONDS = 20
 // Each target's SECONDS are measured in ROUNDS slices, taken in turns (lib/interleaved.mjs).
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const ROUNDS = Number(process.env.BENCH_SLICES ?? 5)
 const SLICE_SECONDS = SECONDS / ROUNDS
 const TOKEN = 'bench-token'
 const PATH = '/v1/chat/completions'
@@ -68,7 +68,7 @@ function withCpu(process, measure) {
 }
 
 /**
- * Gives every target slices in turns until each has served `count`
+ * Gives the targets slices in turns until each has served `count`
  * (requests or streams: `served` says which), WARM_UP_MAX_SECONDS at most.
  * A fresh gateway needs ~40,000 requests at this load before V8 has
  * optimized its request path (2 s windows from start: 1,300, 3,000, 4,000,
@@ -82,7 +82,7 @@ async function warmUp(targets, count, served) {
   const total = Object.fromEntries(Object.keys(targets).map((name) => [name, 0]))
   const started = performance.now()
   while (Object.values(total).some((n) => n < count) && performance.now() - started < WARM_UP_MAX_SECONDS * 1000 * Object.keys(targets).length) {
-    for (const [name, measure] of Object.entries(targets)) total[name] += served(await measure(SLICE_SECONDS))
+    for (const [name, measure] of Object.entries(targets)) if (total[name] < count) total[name] += served(await measure(SLICE_SECONDS))
   }
   return total
 }
