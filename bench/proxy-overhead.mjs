@@ -35,6 +35,8 @@ const WARM_UP_STREAM_CONNECTIONS = 128
 // Each target's SECONDS are measured in ROUNDS slices, taken in turns (lib/interleaved.mjs).
 const ROUNDS = Number(process.env.BENCH_SLICES ?? 5)
 const SLICE_SECONDS = SECONDS / ROUNDS
+// Each (b) slice first sends this long at the rate without counting it (lib/open-loop.mjs).
+const OPEN_LOOP_LEAD_IN_SECONDS = 0.2
 const TOKEN = 'bench-token'
 const PATH = '/v1/chat/completions'
 const needsKey = (target) => target.startsWith('gateway')
@@ -116,7 +118,7 @@ async function throughputAndRate() {
     const atRate = Object.fromEntries(
       Object.entries(run.targets)
         .filter(([name]) => name !== 'gateway_logged')
-        .map(([name, url]) => [name, (seconds) => openLoop({ url, path: PATH, headers: headers(name), body: CHAT_BODY, rate: RATE, seconds })]),
+        .map(([name, url]) => [name, (seconds) => openLoop({ url, path: PATH, headers: headers(name), body: CHAT_BODY, rate: RATE, seconds, leadInSeconds: OPEN_LOOP_LEAD_IN_SECONDS })]),
     )
     const fixedRate = mapValues(await inTurns({ targets: atRate, rounds: ROUNDS, slice: SLICE_SECONDS }), (slices) => {
       const latencies = pooled(slices, (r) => r.latencies_ms)
@@ -227,7 +229,7 @@ const result = {
   seconds_per_run: SECONDS,
   fixed_rate_per_second: RATE,
   warm_up: { requests: WARM_UP_REQUESTS, streams: WARM_UP_STREAMS, budget_seconds: WARM_UP_BUDGET_SECONDS, stream_connections: WARM_UP_STREAM_CONNECTIONS },
-  measured_in_turns: { rounds: ROUNDS, slice_seconds: SLICE_SECONDS },
+  measured_in_turns: { rounds: ROUNDS, slice_seconds: SLICE_SECONDS, open_loop_lead_in_seconds: OPEN_LOOP_LEAD_IN_SECONDS },
   runs: RUNS,
   summary,
   each_run: runs,
