@@ -53,7 +53,10 @@ http {
   access_log off;
   client_body_temp_path ${prefix}/tmp;
   proxy_temp_path ${prefix}/tmp;
-  upstream backend { server ${upstream}; keepalive 256; }
+  # Below the stand-in backend's keep-alive (Node's default, 5 s): with
+  # nginx's default 60 s it reused sockets the backend had just closed after
+  # the idle gaps of the turns, and a POST on one is a 502, not a retry.
+  upstream backend { server ${upstream}; keepalive 256; keepalive_timeout 4s; }
   server {
     listen 127.0.0.1:${port} reuseport;
     location / {
