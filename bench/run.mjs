@@ -1,12 +1,14 @@
-// `npm run bench [-- soak|streams]`: which benchmarks to run, each in its own process.
-//   (none)   proxy overhead, then admission
-//   streams  5,000 idle streams
+// `npm run bench [-- soak|streams|instructions]`: which benchmarks to run, each in its own process.
+//   (none)        proxy overhead, then admission
+//   streams       5,000 idle streams
+//   instructions  instructions per request under callgrind, gateway against the floor
 //   soak     10,000 idle streams, then the 10-minute soak
 import { spawnSync } from 'node:child_process'
 
 const PLANS = {
   default: [['bench/proxy-overhead.mjs'], ['bench/admission.mjs']],
   streams: [['bench/streams.mjs', { BENCH_STREAMS: '5000' }]],
+  instructions: [['bench/instructions.mjs']],
   soak: [['bench/streams.mjs', { BENCH_STREAMS: '10000' }], ['bench/soak.mjs']],
 }
 
