@@ -52,8 +52,14 @@ function refusal(request: FastifyRequest, error: unknown): Error {
   return error as Error
 }
 
+const AUTHORIZATION = 'authorization'
+
 function countAuthorizationHeaders(rawHeaders: readonly string[]): number {
   let count = 0
-  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === 'authorization') count++
+  // Only a name of the right length is lower-cased: this runs for every header of every request.
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!
+    if (name.length === AUTHORIZATION.length && name.toLowerCase() === AUTHORIZATION) count++
+  }
   return count
 }
