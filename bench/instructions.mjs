@@ -1,7 +1,8 @@
 // Instructions per request, the gateway against the floor (bench/servers/
 // bare-proxy.mjs), counted by valgrind's callgrind: a count, not a time, so
-// it repeats from run to run whatever else the host is doing (the main
-// thread's count moved by 0.1 % between runs here, where req/s moves 20 %).
+// it barely depends on what else the host is doing (the main thread's count
+// spread by 1.4 % over 4 runs here, where req/s moves 20 %; one function's
+// own count repeats more closely than that).
 // Both targets are warmed first and counted over the same requests; the
 // report splits the main thread's instructions by where they run (our code,
 // fastify, undici, Node, V8) and lists the functions that differ most.
@@ -15,9 +16,10 @@ import { perfMapNames, readCallgrindProfile } from './lib/callgrind-profile.mjs'
 import { startChildServer } from './lib/child-server.mjs'
 import { CHAT_BODY } from './lib/load.mjs'
 
-// Under valgrind a target serves ~400 req/s: 20,000 requests get the hot
-// path compiled (the main thread's count is the same after 20,000 as after
-// 40,000 within 0.2 %), and 2,000 counted ones average out per-request noise.
+// Under valgrind a target serves ~300-800 req/s: 20,000 requests get the
+// hot path compiled (the main thread's count repeated within 0.2 % over three
+// runs of a trial script with this warm-up), and 2,000 counted ones average
+// out per-request noise.
 const WARM_UP_REQUESTS = Number(process.env.BENCH_WARM_UP_REQUESTS ?? 20000)
 const MEASURED_REQUESTS = Number(process.env.BENCH_MEASURED_REQUESTS ?? 2000)
 const CONNECTIONS = 8
