@@ -40,7 +40,8 @@ export interface ChatDispatch {
   /** The balancer: one backend among those with a free slot. */
   readonly choose: (names: readonly string[]) => string
   readonly priority: number
-  readonly payload: string
+  /** The body as sent to every backend tried (retries resend the same bytes). */
+  readonly payload: string | Buffer
   readonly headers: HeaderMap
   /** Aborted when the client goes away: leaves the queue. */
   readonly signal: ClientDeparture

@@ -24,7 +24,8 @@ import { GatewayError } from '../errors/gateway-error.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
-  readonly upstreamBody: unknown
+  /** The normalized body as its bytes (proxy/chat-upstream-body.ts). */
+  readonly payload: string | Buffer
   readonly requestId: string
   readonly priority: number
   /** The gateway added `include_usage` for its own accounting: hide it from the client. */
@@ -48,7 +49,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       slots,
       choose: (names) => (names.length === 1 ? names[0]! : job.route.choose(names, { affinityKey: job.affinityKey }, backendStats(ctx, job.route, slots, names), ctx.random)),
       priority: job.priority,
-      payload: JSON.stringify(job.upstreamBody),
+      payload: job.payload,
       headers: upstreamRequestHeaders(request, job.requestId),
       signal: client,
       onCall: (started) => {

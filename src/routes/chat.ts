@@ -12,6 +12,7 @@ import { affinityKey } from '../routing/balancers/prefix-affinity.js'
 import { chooseRequestId, REQUEST_ID_RULE } from '../schemas/request-id.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { forwardChat } from '../proxy/chat-forward.js'
+import { upstreamChatBody } from '../proxy/chat-upstream-body.js'
 import { ClientDeparture } from '../proxy/client-departure.js'
 
 const checkChatBody = compileBodyCheck(ChatCompletionRequest)
@@ -39,6 +40,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   request.facts.requestId = requestId
   reply.header('x-request-id', requestId)
   const { body: upstreamBody, injected } = withStreamUsage(normalizeChat(body, route.settings.served_name, requestId))
+  const payload = upstreamChatBody(request.rawBody, body, upstreamBody)
   const priority = body.priority ?? 0
   const affinity = route.settings.balance === 'prefix_affinity' ? affinityKey(body) : null
   // Watched before the first await: a key check in Redis is a round trip, and
@@ -50,7 +52,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
     ticket.release()
     return reply.hijack()
   }
-  return forwardChat(ctx, request, reply, { route, upstreamBody, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity, client })
+  return forwardChat(ctx, request, reply, { route, payload, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity, client })
 }
 
 /** Departs when the response closes before it finished: the client went away (already, or later). */

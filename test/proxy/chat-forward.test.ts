@@ -317,3 +317,60 @@ describe('a client that reads slowly', () => {
     expect(tail.endsWith('"}}]}\n\ndata: [DONE]\n\n')).toBe(true)
   })
 })
+
+describe('the body a backend receives', () => {
+  // A backend that keeps the bytes it got and answers a minimal completion.
+  async function recordingBackend(): Promise<{ url: string; bodies: string[] }> {
+    const bodies: string[] = []
+    const server = createServer((request, response) => {
+      const parts: Buffer[] = []
+      request.on('data', (part: Buffer) => parts.push(part))
+      request.on('end', () => {
+        // The gateway's health checks and load probes come here too.
+        if (request.method === 'POST') bodies.push(Buffer.concat(parts).toString('utf8'))
+        response.writeHead(200, { 'content-type': 'application/json' })
+        response.end(JSON.stringify({ id: 'c', object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }))
+      })
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())))
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, bodies }
+  }
+
+  it("is the client's bytes, digits and escapes as sent, with the served name and the gateway's members spliced in", async () => {
+    const backend = await recordingBackend()
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+    // A seed past 2^53 that JSON.parse rounds, a float written 1.0, an escape: a re-serialized body would change all three.
+    const sent = '{"model": "m", "seed": 1234567890123456789, "temperature": 1.0, "messages": [{"role": "user", "content": "caf\\u00e9"}], "max_tokens": 4}'
+
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'x-request-id': 'req-42' },
+      body: sent,
+    })
+
+    expect(response.status).toBe(200)
+    expect(backend.bodies).toEqual([
+      '{"model": "stand-in-model", "seed": 1234567890123456789, "temperature": 1.0, "messages": [{"role": "user", "content": "caf\\u00e9"}], "max_tokens": 4,"request_id":"req-42","max_completion_tokens":4}',
+    ])
+  })
+
+  it('adds stream_options for a stream that did not ask for usage, and the model when the client left it out', async () => {
+    const backend = await recordingBackend()
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+    await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'x-request-id': 'req-43' },
+      body: '{"messages":[{"role":"user","content":"hi"}],"stream":true}',
+    }).then((r) => r.text())
+
+    expect(JSON.parse(backend.bodies[0]!)).toEqual({
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+      model: 'stand-in-model',
+      request_id: 'req-43',
+      stream_options: { include_usage: true, continuous_usage_stats: false },
+    })
+  })
+})

@@ -1,0 +1,106 @@
+/**
+ * Where the members of a JSON object's top level sit in its bytes: each
+ * member's name and the span of its value, and where the closing brace is.
+ * Only for text that already parsed as a JSON object (the body parser saw
+ * it first), so the scan checks structure only as far as it needs to find
+ * its way; a name with an escape in it, or anything unexpected, gives null
+ * and the caller serializes instead.
+ */
+
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+const COMMA = 0x2c
+const COLON = 0x3a
+const OPEN_BRACE = 0x7b
+const CLOSE_BRACE = 0x7d
+const OPEN_BRACKET = 0x5b
+const CLOSE_BRACKET = 0x5d
+
+export interface MemberSpan {
+  readonly name: string
+  /** The value's first byte. */
+  readonly start: number
+  /** Just past the value's last byte. */
+  readonly end: number
+}
+
+export interface ObjectLayout {
+  readonly members: readonly MemberSpan[]
+  /** The index of the object's closing brace. */
+  readonly close: number
+}
+
+export function topLevelLayout(raw: Uint8Array): ObjectLayout | null {
+  let i = skipWhitespace(raw, 0)
+  if (raw[i] !== OPEN_BRACE) return null
+  i = skipWhitespace(raw, i + 1)
+  const members: MemberSpan[] = []
+  if (raw[i] === CLOSE_BRACE) return { members, close: i }
+  for (;;) {
+    if (raw[i] !== QUOTE) return null
+    const nameEnd = plainNameEnd(raw, i)
+    if (nameEnd < 0) return null
+    const name = Buffer.from(raw.buffer, raw.byteOffset + i + 1, nameEnd - i - 2).toString('utf8')
+    i = skipWhitespace(raw, nameEnd)
+    if (raw[i] !== COLON) return null
+    const start = skipWhitespace(raw, i + 1)
+    const end = valueEnd(raw, start)
+    if (end < 0) return null
+    members.push({ name, start, end })
+    i = skipWhitespace(raw, end)
+    if (raw[i] === CLOSE_BRACE) return { members, close: i }
+    if (raw[i] !== COMMA) return null
+    i = skipWhitespace(raw, i + 1)
+  }
+}
+
+function skipWhitespace(raw: Uint8Array, from: number): number {
+  let i = from
+  while (i < raw.length && (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09)) i++
+  return i
+}
+
+/** Just past a member name without escapes that opens at `from` (a quote), or -1. */
+function plainNameEnd(raw: Uint8Array, from: number): number {
+  for (let i = from + 1; i < raw.length; i++) {
+    if (raw[i] === BACKSLASH) return -1
+    if (raw[i] === QUOTE) return i + 1
+  }
+  return -1
+}
+
+/** Just past the string that opens at `from` (a quote), or -1. */
+function stringEnd(raw: Uint8Array, from: number): number {
+  for (let i = from + 1; i < raw.length; i++) {
+    if (raw[i] === BACKSLASH) i++
+    else if (raw[i] === QUOTE) return i + 1
+  }
+  return -1
+}
+
+/** Just past the value that starts at `from`, or -1. */
+function valueEnd(raw: Uint8Array, from: number): number {
+  const first = raw[from]
+  if (first === QUOTE) return stringEnd(raw, from)
+  if (first === OPEN_BRACE || first === OPEN_BRACKET) return containerEnd(raw, from)
+  // A number, true, false or null: it runs to the next delimiter.
+  let i = from
+  while (i < raw.length && raw[i] !== COMMA && raw[i] !== CLOSE_BRACE && raw[i] !== CLOSE_BRACKET && raw[i] !== 0x20 && raw[i] !== 0x0a && raw[i] !== 0x0d && raw[i] !== 0x09) i++
+  return i > from ? i : -1
+}
+
+function containerEnd(raw: Uint8Array, from: number): number {
+  let depth = 0
+  for (let i = from; i < raw.length; i++) {
+    const byte = raw[i]
+    if (byte === QUOTE) {
+      i = stringEnd(raw, i) - 1
+      if (i < 0) return -1
+    } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) depth++
+    else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) {
+      depth--
+      if (depth === 0) return i + 1
+    }
+  }
+  return -1
+}

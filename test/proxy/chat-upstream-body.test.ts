@@ -1,0 +1,109 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { upstreamChatBody } from '../../src/proxy/chat-upstream-body.js'
+import { topLevelLayout } from '../../src/proxy/json-object-layout.js'
+
+type Body = Record<string, unknown>
+
+/** The body as the route sees it: the client's bytes, and what they parsed to. */
+function received(text: string): { raw: Buffer; sent: Body } {
+  return { raw: Buffer.from(text, 'utf8'), sent: JSON.parse(text) as Body }
+}
+
+const text = (bytes: Buffer | string) => (typeof bytes === 'string' ? bytes : bytes.toString('utf8'))
+
+describe('upstreamChatBody', () => {
+  it("appends the gateway's members to the client's bytes, which stay as sent", () => {
+    const { raw, sent } = received('{ "model": "m", "seed": 12345678901234567890, "temperature": 1.0, "messages": [{"role": "user", "content": "caf\\u00e9 }"}], "max_tokens": 8 }\n')
+    const upstream = Object.assign({}, sent, { request_id: 'r-1', max_completion_tokens: 8 })
+    expect(text(upstreamChatBody(raw, sent, upstream))).toBe(
+      '{ "model": "m", "seed": 12345678901234567890, "temperature": 1.0, "messages": [{"role": "user", "content": "caf\\u00e9 }"}], "max_tokens": 8 ,"request_id":"r-1","max_completion_tokens":8}',
+    )
+  })
+
+  it('replaces a changed member in place (the served model name)', () => {
+    const { raw, sent } = received('{"messages":[{"role":"user","content":"\\"model\\": 1"}],"model" : "public", "n":1}')
+    const upstream = Object.assign({}, sent, { model: 'org/served', request_id: 'r' })
+    expect(text(upstreamChatBody(raw, sent, upstream))).toBe('{"messages":[{"role":"user","content":"\\"model\\": 1"}],"model" : "org/served", "n":1,"request_id":"r"}')
+  })
+
+  it('adds to an empty object without a leading comma', () => {
+    const { raw, sent } = received(' { } ')
+    expect(text(upstreamChatBody(raw, sent, { model: 'm', request_id: 'r' }))).toBe(' { "model":"m","request_id":"r"}')
+  })
+
+  it('forwards the bytes themselves when nothing changed', () => {
+    const { raw, sent } = received('{"model":"m","request_id":"r"}')
+    expect(upstreamChatBody(raw, sent, Object.assign({}, sent))).toBe(raw)
+  })
+
+  it('serializes the whole body when a changed member was sent twice, its name is escaped, or a member went', () => {
+    const twice = received('{"model":"a","model":"b","messages":[]}')
+    const twiceUp = Object.assign({}, twice.sent, { model: 'served' })
+    expect(upstreamChatBody(twice.raw, twice.sent, twiceUp)).toBe(JSON.stringify(twiceUp))
+
+    const escaped = received('{"mod\\u0065l":"a","messages":[]}')
+    const escapedUp = Object.assign({}, escaped.sent, { model: 'served' })
+    expect(upstreamChatBody(escaped.raw, escaped.sent, escapedUp)).toBe(JSON.stringify(escapedUp))
+
+    const removed = received('{"model":"a","extra":1}')
+    expect(upstreamChatBody(removed.raw, removed.sent, { model: 'a' })).toBe('{"model":"a"}')
+  })
+
+  it('leaves out a leading byte order mark, which the body parser skipped and Python refuses', () => {
+    const raw = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"model":"m"}')])
+    const sent = { model: 'm' }
+    expect(text(upstreamChatBody(raw, sent, { model: 'm', request_id: 'r' }))).toBe('{"model":"m","request_id":"r"}')
+    expect(text(upstreamChatBody(raw, sent, { model: 'm' }))).toBe('{"model":"m"}')
+  })
+
+  it('serializes when there are no bytes to start from', () => {
+    expect(upstreamChatBody(null, { model: 'a' }, { model: 'b' })).toBe('{"model":"b"}')
+  })
+
+  // Any object, laid out with any whitespace, with members replaced and added:
+  // the bytes parse to the normalized body, each name once.
+  it('always gives bytes that parse to the normalized body, with no repeated name', () => {
+    const name = fc.string({ maxLength: 8 }).filter((n) => n !== '__proto__')
+    const members = fc.uniqueArray(fc.tuple(name, fc.jsonValue({ maxDepth: 2 })), { selector: ([n]) => n, maxLength: 6 })
+    fc.assert(
+      fc.property(members, members, fc.nat(), fc.constantFrom(0, 1, 2, '\t', ' \n '), (sentMembers, edits, seed, indent) => {
+        const sent: Body = {}
+        for (const [n, v] of sentMembers) sent[n] = v
+        const raw = Buffer.from(JSON.stringify(sent, null, indent))
+        const parsed = JSON.parse(raw.toString('utf8')) as Body
+        const upstream: Body = Object.assign({}, parsed)
+        // Edits replace members the client sent (every other one, by seed) and add new ones.
+        edits.forEach(([n, v], i) => {
+          if ((seed + i) % 2 === 0 || !Object.hasOwn(upstream, n)) upstream[n] = v
+        })
+        const out = text(upstreamChatBody(raw, parsed, upstream))
+        expect(JSON.parse(out)).toEqual(JSON.parse(JSON.stringify(upstream)))
+        const names = topLevelLayout(Buffer.from(out))?.members.map((m) => m.name)
+        if (names !== undefined) expect(new Set(names).size).toBe(names.length)
+      }),
+      { numRuns: 300 },
+    )
+  })
+})
+
+describe('topLevelLayout', () => {
+  it("finds each top-level member's value and the closing brace, past strings and nesting", () => {
+    const raw = Buffer.from('{"a" : {"b": "}\\"", "c": [1, {"d": "]"}]}, "e":-1.5e3 ,"f":null}  ')
+    const layout = topLevelLayout(raw)!
+    const values = layout.members.map((m) => [m.name, raw.subarray(m.start, m.end).toString()])
+    expect(values).toEqual([
+      ['a', '{"b": "}\\"", "c": [1, {"d": "]"}]}'],
+      ['e', '-1.5e3'],
+      ['f', 'null'],
+    ])
+    expect(raw[layout.close]).toBe(0x7d)
+    expect(layout.close).toBe(raw.length - 3)
+  })
+
+  it('gives null for what it cannot lay out', () => {
+    expect(topLevelLayout(Buffer.from('[1]'))).toBeNull()
+    expect(topLevelLayout(Buffer.from('{"a\\u0062":1}'))).toBeNull()
+    expect(topLevelLayout(Buffer.from('{"a":"unterminated}'))).toBeNull()
+  })
+})
