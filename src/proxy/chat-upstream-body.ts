@@ -11,6 +11,7 @@
  * laid out (a member name with an escape, a changed member the client sent
  * twice, a member removed), the body is serialized as before.
  */
+import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from './json-bytes.js'
 import { topLevelLayout, type MemberSpan } from './json-object-layout.js'
 
 type JsonObject = Readonly<Record<string, unknown>>
@@ -54,7 +55,7 @@ function memberDiff(sent: JsonObject, upstream: JsonObject): MemberDiff | null {
 function withMembersAppended(raw: Buffer, added: readonly string[], upstream: JsonObject): Buffer | string {
   // Past the closing brace there is only whitespace: a few bytes from the end.
   let close = raw.length - 1
-  while (close >= 0 && raw[close] !== 0x7d) close--
+  while (close >= 0 && raw[close] !== CLOSE_BRACE) close--
   if (close < 0) return JSON.stringify(upstream)
   return joined(raw, close, `${members(added, upstream, isEmptyBefore(raw, close))}}`)
 }
@@ -110,8 +111,8 @@ function withoutByteOrderMark(raw: Buffer): Buffer {
 /** Whether only whitespace lies between the opening brace and the closing one at `close`. */
 function isEmptyBefore(raw: Buffer, close: number): boolean {
   let i = close - 1
-  while (i >= 0 && (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09)) i--
-  return raw[i] === 0x7b
+  while (i >= 0 && isJsonWhitespace(raw[i])) i--
+  return raw[i] === OPEN_BRACE
 }
 
 /** Whether JSON.stringify would write the string as it is: no quote, backslash, control character or surrogate. */

@@ -6,15 +6,9 @@
  * are linear scans; the number check only runs when the text holds a long
  * exponent or digit run.
  */
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
 
 export const MAX_DEPTH = 128
-
-const OPEN_BRACE = 0x7b
-const OPEN_BRACKET = 0x5b
-const CLOSE_BRACE = 0x7d
-const CLOSE_BRACKET = 0x5d
-const QUOTE = 0x22
-const BACKSLASH = 0x5c
 
 /** The deepest nesting of objects and arrays in JSON text (strings skipped). */
 export function nestingDepth(raw: Buffer): number {

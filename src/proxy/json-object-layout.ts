@@ -6,15 +6,7 @@
  * its way; a name with an escape in it, or anything unexpected, gives null
  * and the caller serializes instead.
  */
-
-const QUOTE = 0x22
-const BACKSLASH = 0x5c
-const COMMA = 0x2c
-const COLON = 0x3a
-const OPEN_BRACE = 0x7b
-const CLOSE_BRACE = 0x7d
-const OPEN_BRACKET = 0x5b
-const CLOSE_BRACKET = 0x5d
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
 
 export interface MemberSpan {
   readonly name: string
@@ -56,7 +48,7 @@ export function topLevelLayout(raw: Uint8Array): ObjectLayout | null {
 
 function skipWhitespace(raw: Uint8Array, from: number): number {
   let i = from
-  while (i < raw.length && (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09)) i++
+  while (i < raw.length && isJsonWhitespace(raw[i])) i++
   return i
 }
 
@@ -85,7 +77,7 @@ function valueEnd(raw: Uint8Array, from: number): number {
   if (first === OPEN_BRACE || first === OPEN_BRACKET) return containerEnd(raw, from)
   // A number, true, false or null: it runs to the next delimiter.
   let i = from
-  while (i < raw.length && raw[i] !== COMMA && raw[i] !== CLOSE_BRACE && raw[i] !== CLOSE_BRACKET && raw[i] !== 0x20 && raw[i] !== 0x0a && raw[i] !== 0x0d && raw[i] !== 0x09) i++
+  while (i < raw.length && raw[i] !== COMMA && raw[i] !== CLOSE_BRACE && raw[i] !== CLOSE_BRACKET && !isJsonWhitespace(raw[i])) i++
   return i > from ? i : -1
 }
 
