@@ -5,18 +5,19 @@
  * `max_completion_tokens`, `stream_options`, a missing model) and the ones
  * it changed (the served model name). Those are spliced into the client's
  * own bytes; everything else goes as received, numbers and escapes
- * included. Serializing the whole parsed body instead cost ~11,000
- * instructions per request, a tenth of what the gateway spends above a bare
- * Node proxy (`npm run bench -- instructions`). When the bytes cannot be
+ * included (a re-serialized body rounded a seed past 2^53). The cost grows
+ * with the members changed, not with the prompt: for a 100-byte body it is
+ * what JSON.stringify cost (~11,000 instructions, `npm run bench --
+ * instructions`), for a 200 KB one a fifteenth. When the bytes cannot be
  * laid out (a member name with an escape, a changed member the client sent
- * twice, a member removed), the body is serialized as before.
+ * twice, a member removed), the body is serialized instead.
  */
 import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from './json-bytes.js'
 import { topLevelLayout, type MemberSpan } from './json-object-layout.js'
 
 type JsonObject = Readonly<Record<string, unknown>>
 
-/** `raw`: the client's body as received, which parsed to `sent`; `upstream`: the normalized body. */
+/** `received`: the client's body as received, which parsed to `sent`; `upstream`: the normalized body. */
 export function upstreamChatBody(received: Buffer | null, sent: JsonObject, upstream: JsonObject): Buffer | string {
   const diff = received === null ? null : memberDiff(sent, upstream)
   if (received === null || diff === null) return JSON.stringify(upstream)
@@ -51,13 +52,16 @@ function memberDiff(sent: JsonObject, upstream: JsonObject): MemberDiff | null {
   return sentCount === kept ? { added, changed } : null
 }
 
-/** The common case: nothing the client sent changed, so the new members go before the closing brace. */
+/**
+ * The common case: nothing the client sent changed, so the new members go
+ * before the closing brace, found from the end without laying out the body.
+ */
 function withMembersAppended(raw: Buffer, added: readonly string[], upstream: JsonObject): Buffer | string {
   // Past the closing brace there is only whitespace: a few bytes from the end.
   let close = raw.length - 1
   while (close >= 0 && raw[close] !== CLOSE_BRACE) close--
   if (close < 0) return JSON.stringify(upstream)
-  return joined(raw, close, `${members(added, upstream, isEmptyBefore(raw, close))}}`)
+  return Buffer.concat([raw.subarray(0, close), Buffer.from(`${members(added, upstream, isEmptyBefore(raw, close))}}`)])
 }
 
 /** Replaces the values of changed members in place, then appends the added ones. */
@@ -82,11 +86,7 @@ function spliced(raw: Buffer, diff: MemberDiff, upstream: JsonObject): Buffer | 
   return Buffer.concat(parts)
 }
 
-/** The first `head` bytes of `raw`, then `tail`. */
-function joined(raw: Buffer, head: number, tail: string): Buffer {
-  return Buffer.concat([raw.subarray(0, head), Buffer.from(tail)])
-}
-
+/** `,"name":value` for each name (no comma before the first when the object was empty). */
 function members(names: readonly string[], upstream: JsonObject, first: boolean): string {
   let text = ''
   for (const name of names) text += `${first && text === '' ? '' : ','}${jsonText(name)}:${jsonText(upstream[name])}`
