@@ -1,7 +1,8 @@
-// `npm run bench [-- soak|streams|instructions]`: which benchmarks to run, each in its own process.
+// `npm run bench [-- soak|streams|instructions|allocations]`: which benchmarks to run, each in its own process.
 //   (none)        proxy overhead, then admission
 //   streams       5,000 idle streams
 //   instructions  instructions per request under callgrind, gateway against the floor
+//   allocations   bytes allocated per request and the GCs they cost, gateway against the floor
 //   soak     10,000 idle streams, then the 10-minute soak
 import { spawnSync } from 'node:child_process'
 
@@ -9,6 +10,7 @@ const PLANS = {
   default: [['bench/proxy-overhead.mjs'], ['bench/admission.mjs']],
   streams: [['bench/streams.mjs', { BENCH_STREAMS: '5000' }]],
   instructions: [['bench/instructions.mjs']],
+  allocations: [['bench/allocations.mjs']],
   soak: [['bench/streams.mjs', { BENCH_STREAMS: '10000' }], ['bench/soak.mjs']],
 }
 
