@@ -4,8 +4,7 @@
 // gateway's extra comes from, and what it costs in scavenges, as the
 // instructions bench does for CPU. Natively, not under valgrind.
 //   npm run bench -- allocations        (~1 minute)
-import { watch } from 'node:fs'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
@@ -13,6 +12,7 @@ import { startChildServer } from './lib/child-server.mjs'
 import { allocationSites } from './lib/heap-profile.mjs'
 import { CHAT_BODY } from './lib/load.mjs'
 import { openLoop } from './lib/open-loop.mjs'
+import { stepper } from './lib/signal-steps.mjs'
 
 // The hot path is compiled well before 20,000 requests at full speed (the
 // instructions bench warms the same way). The sampled requests go at (b)'s
@@ -39,10 +39,9 @@ function ownerOf(site) {
 }
 
 async function measureTarget(name, [script, ...args], backendUrl, dir) {
-  const target = await startChildServer(script, [backendUrl, ...args], { BENCH_HEAP_DIR: dir }, ['--import', './bench/lib/heap-sampling-probe.mjs'])
-  // The probe's steps (lib/heap-sampling-probe.mjs), one per signal; each resolves with what the step wrote.
-  let steps = 0
-  const step = async () => readFile(await signalAndWait(target.pid, dir, `step-${steps++}-${target.pid}`), 'utf8')
+  const target = await startChildServer(script, [backendUrl, ...args], { BENCH_PROBE_DIR: dir }, ['--import', './bench/lib/heap-sampling-probe.mjs'])
+  // The probe's steps (lib/heap-sampling-probe.mjs): count GCs, stop, sample allocations, stop.
+  const step = stepper(target.pid, dir)
   try {
     await send(target.url, WARM_UP_REQUESTS, `${name} warm-up`)
     await step()
@@ -55,19 +54,6 @@ async function measureTarget(name, [script, ...args], backendUrl, dir) {
   } finally {
     await target.stop()
   }
-}
-
-/** Sends SIGUSR2 to the probe and resolves with the path of the file it writes when done. */
-function signalAndWait(pid, dir, name) {
-  return new Promise((resolve, reject) => {
-    const watcher = watch(dir, (_event, file) => {
-      if (file !== name) return
-      watcher.close()
-      resolve(join(dir, name))
-    })
-    watcher.once('error', reject)
-    process.kill(pid, 'SIGUSR2')
-  })
 }
 
 async function send(url, amount, what) {

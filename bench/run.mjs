@@ -1,8 +1,9 @@
-// `npm run bench [-- soak|streams|instructions|allocations]`: which benchmarks to run, each in its own process.
+// `npm run bench [-- soak|streams|instructions|allocations|stalls]`: which benchmarks to run, each in its own process.
 //   (none)        proxy overhead, then admission
 //   streams       5,000 idle streams
 //   instructions  instructions per request under callgrind, gateway against the floor
 //   allocations   bytes allocated per request and the GCs they cost, gateway against the floor
+//   stalls        what the main thread's stalls at 500 req/s are made of, gateway against the floor
 //   soak     10,000 idle streams, then the 10-minute soak
 import { spawnSync } from 'node:child_process'
 
@@ -11,6 +12,7 @@ const PLANS = {
   streams: [['bench/streams.mjs', { BENCH_STREAMS: '5000' }]],
   instructions: [['bench/instructions.mjs']],
   allocations: [['bench/allocations.mjs']],
+  stalls: [['bench/stalls.mjs']],
   soak: [['bench/streams.mjs', { BENCH_STREAMS: '10000' }], ['bench/soak.mjs']],
 }
 

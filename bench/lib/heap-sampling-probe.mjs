@@ -8,15 +8,11 @@
 //   3. stop; the profile.
 // GCs are counted apart from the profiler: with it on, scavenges took ~5×
 // as long (2026-11-25), while their number stayed the same.
-// Each step ends by writing step-<n>-<pid> in $BENCH_HEAP_DIR (its result,
-// or nothing), which the bench waits for; the file is renamed into place, so
-// it is never read half-written.
-import { renameSync, writeFileSync } from 'node:fs'
+// The steps are driven as lib/signal-steps.mjs says.
 import { Session } from 'node:inspector'
-import { join } from 'node:path'
 import { constants, PerformanceObserver } from 'node:perf_hooks'
+import { serveSteps } from './signal-steps.mjs'
 
-const dir = process.env.BENCH_HEAP_DIR
 const SAMPLING_INTERVAL_BYTES = 512
 const session = new Session()
 session.connect()
@@ -56,10 +52,4 @@ const steps = [
   async () => JSON.stringify((await post('HeapProfiler.stopSampling')).profile),
 ]
 
-let step = 0
-process.on('SIGUSR2', async () => {
-  const current = step++
-  const file = join(dir, `step-${current}-${process.pid}`)
-  writeFileSync(`${file}.part`, await steps[current]())
-  renameSync(`${file}.part`, file)
-})
+serveSteps(steps)
