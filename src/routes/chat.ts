@@ -6,6 +6,7 @@ import { GatewayError } from '../errors/gateway-error.js'
 import { compileBodyCheck } from '../schemas/body-validator.js'
 import { ChatCompletionRequest, type ChatCompletionBody } from '../schemas/chat.js'
 import { findRuleViolation } from '../schemas/chat-rules.js'
+import { findWideIntegerViolation } from '../schemas/wide-integer-bounds.js'
 import { normalizeChat, withStreamUsage } from '../schemas/normalize-chat.js'
 import { admitKey } from '../scheduling/key-policy.js'
 import { affinityKey } from '../routing/balancers/prefix-affinity.js'
@@ -27,6 +28,8 @@ export function registerChatRoutes(app: FastifyInstance, ctx: GatewayContext): v
 
 async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const body = checkChatBody(request.body) as ChatCompletionBody
+  const wide = findWideIntegerViolation(request.rawBody, body)
+  if (wide) throw new GatewayError('invalid_value', `${wide.param} ${wide.message}.`, { param: wide.param })
   const route = resolveModel(ctx, body.model)
   request.facts.model = route.name
 

@@ -43,7 +43,7 @@ const rules: readonly Rule[] = [
     }
   },
   function streamOptionsNeedStream(body) {
-    if (body.stream_options === undefined || body.stream_options === null || body.stream === true) return null
+    if (body.stream_options === undefined || body.stream === true) return null
     return { param: 'stream_options', message: 'is only allowed when stream is true' }
   },
   function topLogprobsNeedLogprobs(body) {

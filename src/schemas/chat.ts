@@ -68,15 +68,15 @@ export const ChatCompletionRequest = Type.Object({
   ),
   seed: Type.Optional(nullable(Type.Integer({ minimum: -INT64_BOUND, maximum: INT64_BOUND }))),
   // "list" in the interface; a single string is what OpenAI clients also send.
-  stop: Type.Optional(Type.Unsafe<string | unknown[] | null>({ type: ['array', 'string', 'null'] })),
+  // Not null: the interface marks a field that may be null `T|null` (vLLM
+  // itself takes null here, but the contract is what is checked).
+  stop: Type.Optional(Type.Unsafe<string | unknown[]>({ type: ['array', 'string'] })),
   stream: Type.Optional(nullable(Bool)),
   stream_options: Type.Optional(
-    nullable(
-      Type.Object({
-        include_usage: Type.Optional(nullable(Bool)),
-        continuous_usage_stats: Type.Optional(nullable(Bool)),
-      }),
-    ),
+    Type.Object({
+      include_usage: Type.Optional(Bool),
+      continuous_usage_stats: Type.Optional(Bool),
+    }),
   ),
   temperature: Type.Optional(nullable(Num)),
   top_p: Type.Optional(nullable(Num)),

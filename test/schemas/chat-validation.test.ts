@@ -195,6 +195,11 @@ const WRONG_TYPES: readonly Case[] = [
   ['engine_xargs list of objects', on({ engine_xargs: { a: [{}] } }), 'engine_xargs.a.0'],
   ['repetition_detection', on({ repetition_detection: 'x' }), 'repetition_detection'],
   ['repetition_detection.min_count', on({ repetition_detection: { min_count: 1.5 } }), 'repetition_detection.min_count'],
+  // Not `T|null` in the interface, so null is a wrong type (vLLM itself would take it).
+  ['stop null', on({ stop: null }), 'stop'],
+  ['stream_options null', on({ stream: true, stream_options: null }), 'stream_options'],
+  ['stream_options.include_usage null', on({ stream: true, stream_options: { include_usage: null } }), 'stream_options.include_usage'],
+  ['stream_options.continuous_usage_stats null', on({ stream: true, stream_options: { continuous_usage_stats: null } }), 'stream_options.continuous_usage_stats'],
 ]
 
 /** Rules across fields, on the configured model, and of the request id. */
@@ -324,6 +329,29 @@ describe('chat validation: numbers beyond the double range', () => {
   })
 })
 
+describe('chat validation: bounds past 2^53 are checked on the digits sent', () => {
+  // Each reads as a double inside the bounds; the backend would get the digits.
+  it.each([
+    ['seed', '9223372036854776001'],
+    ['seed', '-9223372036854776001'],
+    ['seed', '9223372036854776832'],
+    ['truncate_prompt_tokens', '9223372036854776500'],
+  ])('%s %s is refused with 400', async (param, digits) => {
+    const error = await expectRefused(undefined, param, { raw: `{"model":"m","messages":${JSON.stringify(USER)},"${param}":${digits}}` })
+    expect(error.code).toBe('invalid_value')
+    expect(error.message).toContain('9223372036854776000')
+  })
+
+  it.each([
+    ['seed', '9223372036854776000'],
+    ['seed', '-9223372036854776000'],
+    ['seed', '9223372036854775999'],
+    ['truncate_prompt_tokens', '9223372036854775807'],
+  ])('%s %s is forwarded', async (param, digits) => {
+    await expectForwarded(undefined, { raw: `{"model":"m","messages":${JSON.stringify(USER)},"${param}":${digits}}` })
+  })
+})
+
 describe('chat validation: valid edge values reach the backend', () => {
   /** Each body is forwarded exactly as sent, except `model` (served name) and `request_id` (added). */
   const FORWARDED: readonly (readonly [name: string, body: Record<string, unknown>, served: string])[] = [
@@ -331,7 +359,6 @@ describe('chat validation: valid edge values reach the backend', () => {
     ['priority 0 on a model without priority scheduling', on({ priority: 0 }), SERVED_M],
     ['continue_final_message with add_generation_prompt false', on({ continue_final_message: true, add_generation_prompt: false }), SERVED_M],
     ['stream_options with stream true', on({ stream: true, stream_options: { include_usage: true, continuous_usage_stats: false } }), SERVED_M],
-    ['stream_options null without stream', on({ stream_options: null }), SERVED_M],
     ['top_logprobs with logprobs true', on({ top_logprobs: 2, logprobs: true }), SERVED_M],
     ['top_logprobs 0 without logprobs', on({ top_logprobs: 0 }), SERVED_M],
     ['prompt_logprobs without stream', on({ prompt_logprobs: 1 }), SERVED_M],
@@ -372,9 +399,7 @@ describe('chat validation: valid edge values reach the backend', () => {
         n: null,
         presence_penalty: null,
         seed: null,
-        stop: null,
         stream: null,
-        stream_options: null,
         temperature: null,
         top_p: null,
         tools: null,

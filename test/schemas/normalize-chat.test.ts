@@ -48,7 +48,7 @@ describe('normalizeChat', () => {
   it('passes every other field, known or unknown, untouched', () => {
     const fields = {
       temperature: 0.2,
-      stop: null,
+      stop: ['END'],
       tools: [{ type: 'function', function: { name: 'f' } }],
       foo_ext: { a: 1, nested: [1, 'two', null] },
       messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }], extra: true }],

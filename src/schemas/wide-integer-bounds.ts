@@ -1,0 +1,58 @@
+/**
+ * interface.md bounds `seed` at ±9223372036854776000 and
+ * `truncate_prompt_tokens` at 9223372036854776000: past 2^53, where the
+ * doubles JSON.parse gives cannot tell a value inside from one just outside
+ * (9223372036854776001 reads as 9223372036854776000). The schema passed such
+ * a value while the backend got the client's own digits
+ * (proxy/chat-upstream-body.ts), so a value that large written as a plain
+ * integer is checked again here, on its digits. Other spellings (`1e19`,
+ * `9.2e18`) are left to the schema: any JSON parser reads them as doubles.
+ */
+import { topLevelLayout, type ObjectLayout } from '../proxy/json-object-layout.js'
+
+export interface IntegerBounds {
+  readonly min: bigint
+  readonly max: bigint
+}
+
+export const WIDE_INTEGER_BOUNDS: Readonly<Record<string, IntegerBounds>> = {
+  seed: { min: -9223372036854776000n, max: 9223372036854776000n },
+  truncate_prompt_tokens: { min: -1n, max: 9223372036854776000n },
+}
+
+export interface BoundViolation {
+  readonly param: string
+  readonly message: string
+}
+
+/** Below this a double holds every integer exactly, and the schema's check was exact. */
+const EXACT_DOUBLE_LIMIT = 2 ** 53
+const PLAIN_INTEGER = /^-?(?:0|[1-9][0-9]*)$/
+
+/** `raw`: the body's bytes, which parsed to `body`. The first wide member out of its bounds, or null. */
+export function findWideIntegerViolation(raw: Uint8Array | null, body: Readonly<Record<string, unknown>>, bounds = WIDE_INTEGER_BOUNDS): BoundViolation | null {
+  let layout: ObjectLayout | null | undefined
+  for (const name in bounds) {
+    const value = body[name]
+    if (raw === null || typeof value !== 'number' || Math.abs(value) < EXACT_DOUBLE_LIMIT) continue
+    layout ??= topLevelLayout(raw)
+    // No layout (a member name written with an escape): the digits cannot be
+    // found, and the schema's check on the double is all there is.
+    const digits = layout === null ? null : lastValueText(raw, layout, name)
+    if (digits === null || !PLAIN_INTEGER.test(digits)) continue
+    const exact = BigInt(digits)
+    const { min, max } = bounds[name]!
+    if (exact > max) return { param: name, message: `must be <= ${max}` }
+    if (exact < min) return { param: name, message: `must be >= ${min}` }
+  }
+  return null
+}
+
+/** The text of the member's value; the last one when the name repeats, as JSON.parse keeps the last. */
+function lastValueText(raw: Uint8Array, layout: ObjectLayout, name: string): string | null {
+  for (let i = layout.members.length - 1; i >= 0; i--) {
+    const member = layout.members[i]!
+    if (member.name === name) return Buffer.from(raw.buffer, raw.byteOffset + member.start, member.end - member.start).toString('latin1')
+  }
+  return null
+}
