@@ -93,7 +93,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   }
   if (answer.statusCode !== 200) {
     settle(null)
-    return reply.code(answer.statusCode).headers(responseHeaders).send(body)
+    return sendAnswer(reply, answer.statusCode, responseHeaders, body)
   }
   const usage = completionUsage(body)
   settle(usage ?? null)
@@ -103,7 +103,21 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     ctx.monitor.reportFailure(job.route, answer.backend, 'status')
     throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
   }
-  return reply.code(answer.statusCode).headers(responseHeaders).send(body)
+  return sendAnswer(reply, answer.statusCode, responseHeaders, body)
+}
+
+/**
+ * A backend's whole answer, as it came (DESIGN.md: status, body byte for
+ * byte, headers less hop-by-hop ones). Written past fastify's `send`, which
+ * gives a Buffer without a Content-Type one of its own; the only header
+ * added is the framing, recomputed for the body sent.
+ */
+function sendAnswer(reply: FastifyReply, statusCode: number, headers: HeaderMap, body: Buffer): FastifyReply {
+  headers['content-length'] = String(body.length)
+  reply.hijack()
+  reply.raw.writeHead(statusCode, headers)
+  reply.raw.end(body)
+  return reply
 }
 
 /**

@@ -229,6 +229,35 @@ describe('backend failures', () => {
     expect(JSON.parse(text)).toEqual({ error: { message: 'stand-in failure', type: 'InternalServerError', param: null, code: 500 } })
   })
 
+  it.each([
+    [500, 'internal failure, no content type'],
+    [200, JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'stand-in-model', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })],
+  ])('passes a %i answer without Content-Type on without adding one, its body byte for byte', async (statusCode, body) => {
+    const bare = createServer((request, response) => {
+      request.resume()
+      request.on('end', () => {
+        response.writeHead(statusCode, { 'x-backend': 'bare' })
+        response.end(body)
+      })
+    })
+    await new Promise<void>((resolve) => bare.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => bare.close(() => resolve())))
+    const gw = await gateway({ backends: [{ url: `http://127.0.0.1:${(bare.address() as AddressInfo).port}` }] })
+
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages }),
+    })
+
+    expect(response.status).toBe(statusCode)
+    expect(response.headers.get('content-type')).toBeNull()
+    expect(response.headers.get('x-backend')).toBe('bare')
+    expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/)
+    expect(response.headers.get('content-length')).toBe(String(Buffer.byteLength(body)))
+    expect(await response.text()).toBe(body)
+  })
+
   it('ends a stream that dies midway with an error event and [DONE]', async () => {
     const backend = await standIn({ tokens: 10, fail: 'close_mid_stream' })
     const gw = await gateway({ backends: [{ url: backend.url }] })
