@@ -8,6 +8,7 @@
  * profile of bench/proxy-overhead.mjs, and nearly every request neither
  * waits in a queue nor loses its client. This costs one small object.
  */
+import type { ServerResponse } from 'node:http'
 import type { DepartureSignal } from '../state/store.js'
 
 export class ClientDeparture implements DepartureSignal {
@@ -39,6 +40,11 @@ export class ClientDeparture implements DepartureSignal {
   throwIfAborted(): void {
     if (this.aborted) throw this.reason
   }
+}
+
+/** Whether the response closed already: its 'close' event is past, and a listener added now would never run. */
+export function responseClosed(res: ServerResponse): boolean {
+  return res.destroyed || res.socket === null || res.socket.destroyed
 }
 
 function clientGone(): Error {

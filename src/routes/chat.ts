@@ -14,7 +14,7 @@ import { chooseRequestId, REQUEST_ID_RULE } from '../schemas/request-id.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { forwardChat } from '../proxy/chat-forward.js'
 import { upstreamChatBody } from '../proxy/chat-upstream-body.js'
-import { ClientDeparture } from '../proxy/client-departure.js'
+import { ClientDeparture, responseClosed } from '../proxy/client-departure.js'
 
 const checkChatBody = compileBodyCheck(ChatCompletionRequest)
 
@@ -62,7 +62,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
 function departureOf(reply: FastifyReply): ClientDeparture {
   const client = new ClientDeparture()
   const res = reply.raw
-  if (res.destroyed || res.socket === null || res.socket.destroyed) client.depart()
+  if (responseClosed(res)) client.depart()
   else res.on('close', () => {
     if (!res.writableFinished) client.depart()
   })

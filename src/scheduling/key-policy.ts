@@ -1,7 +1,9 @@
 /**
- * The per-key checks a chat request passes before it may queue: the key's
+ * The per-key checks: a chat request, before it may queue, passes the key's
  * smallest allowed `priority` (403), then its limits (429 with Retry-After).
- * Also turns admission refusals into gateway errors, in one place.
+ * The key's training and checkpoint calls pass its limits alone (they carry
+ * no priority): DESIGN.md's limits are per key, not per route. Also turns
+ * admission refusals into gateway errors, in one place.
  */
 import type { Principal } from '../auth/principal.js'
 import { GatewayError } from '../errors/gateway-error.js'
@@ -19,9 +21,14 @@ export async function admitKey(state: AdmissionState, metrics: Metrics, principa
     metrics.rejections.inc({ reason: 'priority_forbidden' })
     throw new GatewayError('priority_forbidden', `priority ${priority} is below the smallest this key may use (${key.min_priority}).`, { param: 'priority' })
   }
-  if (key.limits === undefined) return UNLIMITED
+  return admitKeyLimits(state, metrics, principal)
+}
+
+/** The key's limits alone: concurrency, requests and tokens per minute. Other principals (Basic users) have none. */
+export async function admitKeyLimits(state: AdmissionState, metrics: Metrics, principal: Principal | null): Promise<KeyTicket> {
+  if (principal?.kind !== 'key' || principal.key.limits === undefined) return UNLIMITED
   try {
-    return await state.keys.admit(key.id, key.limits)
+    return await state.keys.admit(principal.key.id, principal.key.limits)
   } catch (error) {
     throw refusalToError(error, metrics)
   }
