@@ -6,8 +6,10 @@
  */
 import { Type, type Static } from 'typebox'
 import { nullable, stringEnum } from './json-schema.js'
+import { WIDE_INTEGER_BOUNDS, type IntegerBounds } from './wide-integer-bounds.js'
 
-const INT64_BOUND = 9223372036854776000
+/** interface.md's range as the schema checks it, on the double (exact on the digits: wide-integer-bounds.ts). */
+const inRange = ({ min, max }: IntegerBounds) => Type.Integer({ minimum: Number(min), maximum: Number(max) })
 
 const Int = Type.Integer()
 const Num = Type.Number()
@@ -66,7 +68,7 @@ export const ChatCompletionRequest = Type.Object({
       ),
     }),
   ),
-  seed: Type.Optional(nullable(Type.Integer({ minimum: -INT64_BOUND, maximum: INT64_BOUND }))),
+  seed: Type.Optional(nullable(inRange(WIDE_INTEGER_BOUNDS.seed!))),
   // "list" in the interface; a single string is what OpenAI clients also send.
   // Not null: the interface marks a field that may be null `T|null` (vLLM
   // itself takes null here, but the contract is what is checked).
@@ -96,7 +98,7 @@ export const ChatCompletionRequest = Type.Object({
   min_tokens: Type.Optional(Int),
   skip_special_tokens: Type.Optional(Bool),
   spaces_between_special_tokens: Type.Optional(Bool),
-  truncate_prompt_tokens: Type.Optional(nullable(Type.Integer({ minimum: -1, maximum: INT64_BOUND }))),
+  truncate_prompt_tokens: Type.Optional(nullable(inRange(WIDE_INTEGER_BOUNDS.truncate_prompt_tokens!))),
   prompt_logprobs: Type.Optional(nullable(Int)),
   allowed_token_ids: Type.Optional(nullable(IntArray)),
   bad_words: Type.Optional(Type.Array(Str)),
