@@ -32,12 +32,16 @@ export class RedisKeyLimiter implements KeyLimiter {
   readonly #options: RedisKeyLimiterOptions
   /** Tickets held that count against a concurrency limit: key id → ticket ids. */
   readonly #held = new Map<string, Set<string>>()
+  /** Every key this replica put tickets in Redis for: where orphans of a lost answer can be. */
+  readonly #ticketed = new Set<string>()
   #renewal: NodeJS.Timeout | null = null
+  #reconcileAgain: NodeJS.Timeout | undefined
 
   constructor(link: RedisLink, options: RedisKeyLimiterOptions = {}) {
     this.#link = link
     this.#options = options
     link.on('up', this.#renew)
+    link.on('up', this.#reconcile)
   }
 
   async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
@@ -45,6 +49,7 @@ export class RedisKeyLimiter implements KeyLimiter {
     if (rpm === undefined && tpm === undefined && concurrency === undefined) return UNLIMITED
     const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
     const ticketId = this.#link.newId()
+    if (concurrency !== undefined) this.#ticketed.add(keyId)
     const args = [this.#now(), concurrency ?? 0, rpm ?? 0, tpm ?? 0, ticketId, this.#link.timings.leaseTtlMs]
     const call = this.#link.run('sluiceKeyAdmit', [keys.rate, keys.active], args)
     // A late admission is undone as far as it can be: its concurrency place is given back.
@@ -96,7 +101,9 @@ export class RedisKeyLimiter implements KeyLimiter {
   /** Stops the renewal timer (the connection is closed after this). */
   dispose(): void {
     this.#stopRenewal()
+    clearTimeout(this.#reconcileAgain)
     this.#link.off('up', this.#renew)
+    this.#link.off('up', this.#reconcile)
   }
 
   #ticket(keyId: string, keys: KeyLimitKeys, ticketId: string, limits: KeyLimitSettings): KeyTicket {
@@ -120,6 +127,7 @@ export class RedisKeyLimiter implements KeyLimiter {
   }
 
   #hold(keyId: string, ticketId: string): void {
+    this.#ticketed.add(keyId)
     const tickets = this.#held.get(keyId) ?? new Set()
     tickets.add(ticketId)
     this.#held.set(keyId, tickets)
@@ -139,6 +147,26 @@ export class RedisKeyLimiter implements KeyLimiter {
     if (this.#renewal === null) return
     clearInterval(this.#renewal)
     this.#renewal = null
+  }
+
+  /**
+   * Redis answers again: the tickets no request here holds are dropped, now
+   * and once more a backstop later (see RedisModelSlots' reconcile), so a
+   * lost answer does not hold a share of the key's concurrency for a TTL.
+   */
+  readonly #reconcile = (): void => {
+    const issuedBeforeUp = this.#link.issuedBeforeUp()
+    if (issuedBeforeUp === 0) return
+    const run = () => {
+      for (const keyId of this.#ticketed) {
+        const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
+        const held = this.#held.get(keyId) ?? []
+        this.#link.run('sluiceKeyReconcile', [keys.rate, keys.active], [this.#now(), this.#link.replicaId, issuedBeforeUp, ...held]).catch(() => undefined)
+      }
+    }
+    run()
+    clearTimeout(this.#reconcileAgain)
+    this.#reconcileAgain = setTimeout(run, this.#link.timings.backstopMs).unref()
   }
 
   /** One script per key holding tickets; also run when Redis comes back. */

@@ -46,6 +46,11 @@ export class RedisLeases {
     return this.#held.has(id)
   }
 
+  /** The ids of every lease held (adopted ones included). */
+  ids(): string[] {
+    return [...this.#held.keys()]
+  }
+
   add(id: string, backend: string): void {
     this.#held.set(id, backend)
     this.#inFlight.set(backend, this.inFlight(backend) + 1)

@@ -6,7 +6,10 @@
  * Commands never queue while Redis is unreachable (no offline queue, no
  * resend after a reconnect): a call fails at once and admission falls back
  * to local limits. An admission call also fails when Redis takes longer than
- * its budget (50 ms); its late answer is undone, so nothing leaks.
+ * its budget (50 ms); its late answer is undone. An answer lost with the
+ * connection (Redis hung, then the health check dropped it) cannot be
+ * undone that way: when Redis answers again, the stores drop what no
+ * request holds (`issuedBeforeUp`).
  */
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
@@ -71,6 +74,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
   #pending = 0
   #idle: (() => void)[] = []
   #serial = 0
+  #issuedBeforeUp = 0
   #closed = false
 
   constructor(settings: RedisLinkSettings) {
@@ -124,6 +128,16 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
   /** A new id for a waiter, lease or ticket: `<replica id>/<n>` (scripts read the owner from it). */
   newId(): string {
     return `${this.replicaId}/${(++this.#serial).toString(36)}`
+  }
+
+  /**
+   * The serial of the last id handed out before Redis last became reachable.
+   * A call of such an id whose answer was lost with the connection (late,
+   * then cut off; a release while Redis hung) may have left an entry in
+   * Redis: whatever of them no request here still holds is an orphan.
+   */
+  issuedBeforeUp(): number {
+    return this.#issuedBeforeUp
   }
 
   /** This replica's channel prefix as scripts publish to it (`<prefix>replica:<id>`). */
@@ -231,6 +245,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
     if (this.#closed || this.#state === 'up') return
     const before = this.#state
     this.#state = 'up'
+    this.#issuedBeforeUp = this.#serial
     this.#upGauge?.set(1)
     if (before === 'down') this.#logger.info('Redis reachable again: admission uses the shared state')
     else this.#logger.info('Redis connected: admission uses the shared state')

@@ -7,10 +7,12 @@ import type { RedisLink } from './redis-link.js'
 import type { SlotScript } from './lua/slot-scripts.js'
 
 export interface SlotReply {
-  readonly status: 'granted' | 'room' | 'none' | 'queued' | 'rejected' | 'gone' | 'behind' | 'full' | 'released' | 'left' | 'synced' | 'renewed'
+  readonly status: 'granted' | 'room' | 'none' | 'queued' | 'rejected' | 'gone' | 'behind' | 'full' | 'released' | 'left' | 'synced' | 'renewed' | 'reconciled'
   readonly backend?: string
   readonly room: readonly string[]
   readonly seq?: number
+  /** Orphaned leases and queue entries removed (reconcile replies). */
+  readonly dropped?: number
   /** This replica's waiter turned away to make room (queued replies). */
   readonly evicted?: string
   /** [id, backend, ...] (sync replies). */
@@ -65,6 +67,11 @@ export class SlotCalls {
 
   renew(leases: ReadonlyMap<string, string>): Promise<SlotReply> {
     return this.#call('sluiceSlotRenew', [...leases].flatMap(([id, backend]) => [backend, id]))
+  }
+
+  /** `issuedBeforeUp`: see RedisLink; `kept`: the lease and waiter ids this replica holds. */
+  reconcile(issuedBeforeUp: number, kept: readonly string[]): Promise<SlotReply> {
+    return this.#call('sluiceSlotReconcile', [issuedBeforeUp, ...kept])
   }
 
   async #call(script: SlotScript, own: readonly (string | number)[], exclude: ReadonlySet<string> = new Set()): Promise<SlotReply> {

@@ -247,6 +247,73 @@ describeWithRedis('Redis store', () => {
     })
   })
 
+  describe('a Redis that hangs, then answers again', () => {
+    // Budget and health check short, the lease TTL the production one: an orphan would hold its slot for 15 s.
+    const hanging: RedisTimings = { callBudgetMs: 50, healthIntervalMs: 100, backstopMs: 200 }
+
+    /**
+     * Admits one request through Redis and, once Redis is frozen, a second
+     * whose call runs late (its command waits in Redis's socket buffer, to
+     * run when it thaws, its answer lost with the connection the health
+     * check drops). Both end while Redis is frozen, so their releases fail
+     * too; then Redis thaws.
+     */
+    async function throughAHang<T extends { release(): void }>(link: RedisLink, admit: () => Promise<T>): Promise<void> {
+      const first = await admit()
+      const down = once(link, 'down')
+      redis.pause()
+      try {
+        const second = await admit()
+        await down
+        first.release()
+        second.release()
+      } finally {
+        const up = once(link, 'up')
+        redis.resume()
+        await up
+      }
+    }
+
+    it('drops the leases whose answers were lost, so the slots are free at once', async (context) => {
+      if (!redis.controllable) context.skip()
+      const prefix = uniquePrefix('hang-slots')
+      const settings: ModelSlotsContractSettings = { model: 'm', backends: ['a'], slotsPerBackend: 2, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }
+      const link = await openLink(prefix, hanging)
+      const clock = { now: () => Date.now() }
+      const observer = new RecordingObserver()
+      const slots = new FailoverModelSlots(slotsOn(link, settings, observer), new MemoryModelSlots(settings, clock, observer), link)
+      await throughAHang(link, () => slots.acquire(request()))
+      const leases = modelKeys(prefix, 'm', ['a']).leases[0]!
+      await withProbe(async (probe) => {
+        await until(async () => (await probe.zcard(leases)) === 0)
+        // Another replica gets both slots without waiting.
+        const other = slotsOn(await openLink(prefix), settings)
+        const taken = await Promise.all([other.tryAcquire(new Set(), (c) => c[0]!), other.tryAcquire(new Set(), (c) => c[0]!)])
+        expect(taken.map((lease) => lease?.backend)).toEqual(['a', 'a'])
+        for (const lease of taken) lease!.release()
+      })
+    })
+
+    it('drops the key tickets whose answers were lost, so the key’s concurrency is whole at once', async (context) => {
+      if (!redis.controllable) context.skip()
+      const prefix = uniquePrefix('hang-keys')
+      const link = await openLink(prefix, hanging)
+      const shared = new RedisKeyLimiter(link)
+      disposables.push(shared)
+      const keys = new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => Date.now() }), link)
+      const limits = { max_concurrency: 2 }
+      await throughAHang(link, () => keys.admit('k', limits))
+      const active = keyLimitKeys(prefix, 'k').active
+      await withProbe(async (probe) => {
+        await until(async () => (await probe.zcard(active)) === 0)
+        const other = new RedisKeyLimiter(await openLink(prefix))
+        disposables.push(other)
+        const tickets = await Promise.all([other.admit('k', limits), other.admit('k', limits)])
+        for (const ticket of tickets) ticket.release()
+      })
+    })
+  })
+
   it('counts requests admitted locally during an outage in Redis once it is back, until they end', async (context) => {
     if (!redis.controllable) context.skip()
     const prefix = uniquePrefix('adopt')

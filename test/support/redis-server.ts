@@ -37,6 +37,9 @@ export interface TestRedis {
   /** Stops the server (an outage); `start()` brings it back on the same port, empty. */
   stop(): Promise<void>
   start(): Promise<void>
+  /** Freezes the server (SIGSTOP): connections stay open, nothing is answered, until `resume()`. */
+  pause(): void
+  resume(): void
   /** Stops for good. */
   close(): Promise<void>
 }
@@ -50,7 +53,10 @@ export async function startTestRedis(): Promise<TestRedis> {
   if (externalUrl !== undefined) {
     const port = Number(new URL(externalUrl).port || 6379)
     const refuse = () => Promise.reject(new Error('REDIS_URL given: this server is not the tests’ to stop'))
-    return { url: externalUrl, port, controllable: false, stop: refuse, start: refuse, close: async () => undefined }
+    const refuseNow = () => {
+      throw new Error('REDIS_URL given: this server is not the tests’ to pause')
+    }
+    return { url: externalUrl, port, controllable: false, stop: refuse, start: refuse, pause: refuseNow, resume: refuseNow, close: async () => undefined }
   }
   const port = await freePort()
   let child: ChildProcess | null = null
@@ -67,8 +73,15 @@ export async function startTestRedis(): Promise<TestRedis> {
     running.kill('SIGKILL')
     await exited
   }
+  const signal = (name: 'SIGSTOP' | 'SIGCONT') => {
+    if (child === null || !child.kill(name)) throw new Error(`redis-server on port ${port} is not running`)
+  }
+  const close = async () => {
+    child?.kill('SIGCONT')
+    await stop()
+  }
   await start()
-  return { url: `redis://127.0.0.1:${port}`, port, controllable: true, start, stop, close: stop }
+  return { url: `redis://127.0.0.1:${port}`, port, controllable: true, start, stop, pause: () => signal('SIGSTOP'), resume: () => signal('SIGCONT'), close }
 }
 
 /** A test file's redis-server and a client to look into it (quiet while the server is stopped). */

@@ -97,10 +97,33 @@ redis.call('PEXPIRE', KEYS[2], ttl * 2)
 return 'renewed'
 `
 
+/**
+ * Redis is reachable again: a replica's tickets that none of its requests
+ * holds are dropped (an admission whose answer was lost with the
+ * connection, a release while Redis hung). ARGV: now, replica id, the
+ * highest id serial it handed out before the reconnection (newer tickets
+ * may belong to calls still on the wire), then the tickets it holds.
+ */
+const RECONCILE = `
+local me, below = ARGV[2], tonumber(ARGV[3])
+local kept = {}
+for k = 4, #ARGV do kept[ARGV[k]] = true end
+local dropped = 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local owner, serial = string.match(id, '^([^/]*)/(%w+)$')
+  if owner == me and not kept[id] and (tonumber(serial, 36) or math.huge) <= below then
+    redis.call('ZREM', KEYS[2], id)
+    dropped = dropped + 1
+  end
+end
+return dropped
+`
+
 export const KEY_SCRIPTS = {
   sluiceKeyAdmit: KEY_PRELUDE + ADMIT,
   sluiceKeyDebit: KEY_PRELUDE + DEBIT,
   sluiceKeyRenew: KEY_PRELUDE + RENEW,
+  sluiceKeyReconcile: KEY_PRELUDE + RECONCILE,
 } as const
 
 export type KeyScript = keyof typeof KEY_SCRIPTS

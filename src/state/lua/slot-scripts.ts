@@ -170,6 +170,51 @@ end
 return reply({ status = 'renewed' })
 `
 
+/**
+ * Redis is reachable again: this replica's entries that no request of its
+ * holds are dropped, and the slots they took go to the head waiters.
+ * ARGV[rest..]: the highest id serial handed out before the reconnection,
+ * then the ids this replica holds (leases and waiters). Only ids up to that
+ * serial count: a newer one may belong to a call still on the wire.
+ */
+const RECONCILE = `
+local below = tonumber(ARGV[rest])
+local kept = {}
+for k = rest + 1, #ARGV do kept[ARGV[k]] = true end
+local function orphan(id)
+  if kept[id] then return false end
+  local owner, serial = string.match(id, '^([^/]*)/(%w+)$')
+  return owner == me and (tonumber(serial, 36) or math.huge) <= below
+end
+prune()
+local dropped = 0
+for i = 1, n do
+  for _, id in ipairs(redis.call('ZRANGE', lease_key(i), 0, -1)) do
+    if orphan(id) then
+      redis.call('ZREM', lease_key(i), id)
+      dropped = dropped + 1
+    end
+  end
+end
+local all = redis.call('HGETALL', W)
+for i = 1, #all, 2 do
+  if orphan(all[i]) then
+    redis.call('ZREM', Q, all[i + 1])
+    redis.call('HDEL', W, all[i])
+    dropped = dropped + 1
+  end
+end
+for _, id in ipairs(redis.call('HKEYS', GR)) do
+  if orphan(id) then redis.call('HDEL', GR, id) end
+end
+local given = 0
+for i = 1, n do
+  if usable[i] then given = given + hand_off(i) end
+end
+announce_if_waiting(given)
+return reply({ status = 'reconciled', dropped = dropped })
+`
+
 export const SLOT_SCRIPTS = {
   sluiceSlotAcquire: SLOT_PRELUDE + ACQUIRE,
   sluiceSlotClaim: SLOT_PRELUDE + CLAIM,
@@ -177,6 +222,7 @@ export const SLOT_SCRIPTS = {
   sluiceSlotLeave: SLOT_PRELUDE + LEAVE,
   sluiceSlotSync: SLOT_PRELUDE + SYNC,
   sluiceSlotRenew: SLOT_PRELUDE + RENEW,
+  sluiceSlotReconcile: SLOT_PRELUDE + RECONCILE,
 } as const
 
 export type SlotScript = keyof typeof SLOT_SCRIPTS
