@@ -20,6 +20,7 @@ import type { RedisTimings } from './state/redis-link.js'
 import type { AdmissionObserver } from './state/store.js'
 import type { SlotPeers } from './state/slot-peers.js'
 import { BackendMonitor } from './routing/backend-monitor.js'
+import { noHealthyBackend } from './routing/no-healthy-backend.js'
 import { LOCAL_HEALTH_BOARD } from './state/health-board.js'
 import { isConfirmedWith } from './routing/health-state.js'
 
@@ -87,7 +88,11 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings, overrides.slotPeers)
   const stopCountingQueues = metrics.queueDepths.add(() => [...models.keys()].map((model) => [model, state.slots.get(model)?.queueDepth() ?? 0] as const))
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD
-  const monitor = new BackendMonitor(models, clock, metrics, logger, { wake: (model) => state.slots.get(model)?.wake(), board })
+  const monitor = new BackendMonitor(models, clock, metrics, logger, {
+    wake: (model) => state.slots.get(model)?.wake(),
+    unavailable: (model) => state.slots.get(model)?.turnAway(noHealthyBackend(model)),
+    board,
+  })
   return {
     config,
     logger,

@@ -7,10 +7,10 @@
  * invisible to it; the request body is the same string each time. A
  * backend's 4xx (and other 5xx) answers are the client's answer, not retried.
  */
-import { GatewayError } from '../errors/gateway-error.js'
 import { classifyUpstreamFailure, isRetryable, upstreamError, type UpstreamFailureReason } from '../errors/upstream-errors.js'
 import type { Backend } from '../routing/backend.js'
 import type { ModelRoute } from '../routing/model-route.js'
+import { noHealthyBackend } from '../routing/no-healthy-backend.js'
 import type { ModelSlots, SlotLease } from '../state/store.js'
 import type { HeaderMap } from './headers.js'
 import type { ClientDeparture } from './client-departure.js'
@@ -53,7 +53,7 @@ export interface ChatDispatch {
 
 export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
   const { route, slots, signal, choose } = job
-  if (!route.hasUsableBackend(job.now())) throw new GatewayError('no_healthy_backend', `Model "${route.name}" has no healthy backend right now.`)
+  if (!route.hasUsableBackend(job.now())) throw noHealthyBackend(route.name)
   const retryOn = (tried: ReadonlySet<string>, attempt: number) => (attempt < route.settings.retries ? slots.tryAcquire(tried, choose) : Promise.resolve(null))
   let lease = await slots.acquire({ priority: job.priority, signal, choose })
   const tried = new Set<string>()

@@ -47,6 +47,8 @@ const STALE_INTERVALS = 3
 export interface MonitorHooks {
   /** A backend of this model may have become usable: re-examine its queue. */
   readonly wake: (model: string) => void
+  /** No backend of this model can take a request now: its waiters would wait for nothing. */
+  readonly unavailable: (model: string) => void
   /** Where verdicts are shared with other replicas; absent: this replica's checks only. */
   readonly board?: HealthBoard
 }
@@ -211,12 +213,16 @@ export class BackendMonitor {
     else this.#publish(route, backend)
   }
 
-  /** Sets the gauge (confirmed health); wakes the queue when the backend can take requests. */
+  /**
+   * Sets the gauge (confirmed health); wakes the queue when the backend can
+   * take requests, and turns its waiters away when no backend of the model can.
+   */
   #publish(route: ModelRoute, backend: Backend): boolean {
     const now = this.#clock.now()
     const usable = backend.usable(now)
     this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, now) ? 1 : 0)
     if (usable) this.#hooks.wake(route.name)
+    else if (!route.hasUsableBackend(now)) this.#hooks.unavailable(route.name)
     return usable
   }
 

@@ -190,6 +190,11 @@ export class FailoverModelSlots implements ModelSlots {
     return this.#shared.inFlight(backend) + this.#local.inFlight(backend)
   }
 
+  turnAway(error: unknown): void {
+    this.#shared.turnAway(error)
+    this.#local.turnAway(error)
+  }
+
   close(): void {
     this.#shared.close()
     this.#local.close()

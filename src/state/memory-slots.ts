@@ -81,12 +81,16 @@ export class MemoryModelSlots implements ModelSlots {
     return this.#inFlight.get(backend) ?? 0
   }
 
-  close(): void {
-    this.#closed = true
+  turnAway(error: unknown): void {
     for (const waiter of this.#queue.drain()) {
       waiter.cleanup()
-      waiter.reject(this.#refusal('shutting_down'))
+      waiter.reject(error)
     }
+  }
+
+  close(): void {
+    this.#closed = true
+    this.turnAway(this.#refusal('shutting_down'))
   }
 
   #enqueue(request: SlotRequest, arrivedAt: number, resolve: Waiter['resolve'], reject: Waiter['reject']): void {

@@ -109,10 +109,15 @@ export class RedisModelSlots implements ModelSlots {
     this.#fire(this.#calls.release(id, backend))
   }
 
+  /** Waiters whose arrival call is still out leave Redis when its answer comes (`#arrive`). */
+  turnAway(error: unknown): void {
+    const queued = this.#waiters.all().filter((w) => this.#waiters.drop(w, error)).map((w) => w.id)
+    if (queued.length > 0) this.#fire(this.#calls.leave(queued))
+  }
+
   close(): void {
     this.#closed = true
-    const queued = this.#waiters.all().filter((w) => this.#waiters.drop(w, this.#refusal('shutting_down'))).map((w) => w.id)
-    if (queued.length > 0) this.#fire(this.#calls.leave(queued))
+    this.turnAway(this.#refusal('shutting_down'))
   }
 
   /** Stops timers and listeners (the connection is closed after this). */

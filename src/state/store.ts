@@ -58,6 +58,11 @@ export interface ModelSlots {
   wake(): void
   queueDepth(): number
   inFlight(backend: string): number
+  /**
+   * Rejects every waiter with `error` (the model has no usable backend left:
+   * they would wait for nothing); leases stay valid, later arrivals queue.
+   */
+  turnAway(error: unknown): void
   /** Rejects every waiter with `shutting_down`; in-flight leases stay valid. */
   close(): void
 }

@@ -34,11 +34,11 @@ interface TinyServer {
   readonly chatRequests: () => number
 }
 
-/** A node:http backend whose chat answer is `answer`; /health answers 200, /metrics 404. */
-async function tinyServer(answer: (req: IncomingMessage, res: ServerResponse) => void): Promise<TinyServer> {
+/** A node:http backend whose chat answer is `answer`; /health answers `health()` (200), /metrics 404. */
+async function tinyServer(answer: (req: IncomingMessage, res: ServerResponse) => void, health: () => number = () => 200): Promise<TinyServer> {
   let chats = 0
   const server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/health') return void res.writeHead(200, { 'content-length': 0 }).end()
+    if (req.method === 'GET' && req.url === '/health') return void res.writeHead(health(), { 'content-length': 0 }).end()
     if (req.method !== 'POST') return void res.writeHead(404, { 'content-length': 0 }).end()
     req.resume()
     req.on('end', () => {
@@ -251,6 +251,38 @@ describe('no healthy backend', () => {
     expect(JSON.parse(text)).toEqual({ error: { message: expect.any(String), type: 'service_unavailable', param: null, code: 'no_healthy_backend' } })
     expect(sick.received).toHaveLength(0)
     expect(await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'sick' })).toBe(0)
+  })
+})
+
+describe('the last backend going down with requests queued', () => {
+  it('turns the waiting requests away with 503 no_healthy_backend then, not queue_timeout at max_wait_ms', async () => {
+    let healthStatus = 200
+    const held: ServerResponse[] = []
+    const backend = await tinyServer((_req, res) => void held.push(res), () => healthStatus)
+    const gw = await gateway({
+      health: { interval_ms: 100, unhealthy_after: 1 },
+      max_concurrency_per_backend: 1,
+      queue: { max_wait_ms: 30000 },
+      backends: [{ url: backend.url, name: 'only' }],
+    })
+    expect(await pollUntil(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 100)).not.toBeNull()
+    // The one slot is taken by a request the backend holds; the next one waits in the queue.
+    const running = post(gw)
+    expect(await pollUntil(() => held.length === 1, 100)).not.toBeNull()
+    const waiting = post(gw, {}, AbortSignal.timeout(10_000))
+    expect(await pollUntil(async () => (await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })) === 1, 100)).not.toBeNull()
+
+    healthStatus = 500
+    const { status, text } = await waiting
+    expect(status).toBe(503)
+    expect(JSON.parse(text)).toEqual({ error: { message: 'Model "m" has no healthy backend right now.', type: 'service_unavailable', param: null, code: 'no_healthy_backend' } })
+    expect(await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })).toBe(0)
+    expect(backend.chatRequests()).toBe(1)
+
+    // The request already at the backend keeps its slot and gets its answer.
+    const completion = JSON.stringify({ id: 'c', object: 'chat.completion', created: 0, model: 'stand-in-model', choices: [] })
+    held[0]!.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(completion) }).end(completion)
+    expect(await running).toEqual({ status: 200, text: completion })
   })
 })
 

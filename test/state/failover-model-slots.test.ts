@@ -28,6 +28,7 @@ class SharedStandIn implements AdoptingModelSlots {
   adopt(): void {}
   releaseAdopted(): void {}
   wake(): void {}
+  turnAway(): void {}
   queueDepth(): number {
     return 0
   }

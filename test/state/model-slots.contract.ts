@@ -536,6 +536,26 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       expect(slots.inFlight('a')).toBe(0)
     })
 
+    it('turnAway(error) rejects every waiter with that error; leases stay valid and later arrivals queue as before', async () => {
+      const slots = await open()
+      const lease = await hold(slots)
+      const waiters = [acquire(slots, 'w1', 0), acquire(slots, 'w2', 4)]
+      await flush()
+      const noBackend = new Error('no usable backend')
+      slots.turnAway(noBackend)
+      await Promise.all(waiters.map((t) => t.settled))
+      for (const t of waiters) expect(t.error).toBe(noBackend)
+      expect(slots.queueDepth()).toBe(0)
+      expect(slots.inFlight('a')).toBe(1)
+
+      const later = acquire(slots, 'later')
+      await flush()
+      expect(later.state).toBe('pending')
+      lease.release()
+      await later.settled
+      expect(later.lease?.backend).toBe('a')
+    })
+
     it('release() twice frees one slot only', async () => {
       const slots = await open()
       const lease = await hold(slots)
