@@ -46,7 +46,11 @@ export function trackConnections(server: Server): ConnectionDrain {
     responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
     drain() {
       draining = true
-      for (const [socket, responses] of active) if (responses.size === 0) socket.end()
+      for (const [socket, responses] of active) {
+        if (responses.size === 0) socket.end()
+        // A response not yet begun (a request waiting in a queue) is the connection's last too: say so.
+        for (const response of responses) if (!response.headersSent) response.setHeader('connection', 'close')
+      }
     },
   }
 }

@@ -430,7 +430,10 @@ describe('shutdown', () => {
     await untilQueueDepth(gw, 2)
 
     const down = gw.shutdown()
-    const refusals = await Promise.all(queued.map(async (r) => errorOf(await r)))
+    const answers = await Promise.all(queued)
+    // Their connections close after the answer, and the answer says so.
+    expect(answers.map((r) => r.headers.get('connection'))).toEqual(['close', 'close'])
+    const refusals = await Promise.all(answers.map(errorOf))
 
     expect(backend.heldCount()).toBe(1)
     for (const refusal of refusals) {
