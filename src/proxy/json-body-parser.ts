@@ -6,6 +6,9 @@
  * checked would differ from what is forwarded), `__proto__` and
  * `constructor.prototype` keys (secure-json-parse, as fastify's own parser
  * does), nesting deeper than MAX_DEPTH, and numbers beyond the double range.
+ * A body with a Content-Encoding other than identity is 415 (RFC 9110
+ * §8.4.1): the gateway does not decompress, and a mislabelled plain body
+ * would reach an upstream without the label it was sent with.
  */
 import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance } from 'fastify'
@@ -31,6 +34,11 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const raw = body as Buffer
     request.rawBody = raw
+    const encoding = request.headers['content-encoding']
+    if (encoding !== undefined && !isIdentity(encoding)) {
+      done(new GatewayError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported: send the body uncompressed.`), undefined)
+      return
+    }
     if (raw.length === 0) {
       done(new InvalidJsonError('the body is empty'), undefined)
       return
@@ -59,4 +67,9 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     }
     done(null, parsed)
   })
+}
+
+/** `identity`, or a list of nothing else (`identity, identity`); case and spaces do not matter. */
+function isIdentity(encoding: string): boolean {
+  return encoding.split(',').every((coding) => coding.trim().toLowerCase() === 'identity')
 }

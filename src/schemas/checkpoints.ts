@@ -1,7 +1,11 @@
 /**
  * The checkpoint listing's path and query (interface.md): validated, with
  * defaults made explicit, and rebuilt so that nothing the client wrote can
- * change which upstream path is reached.
+ * change which upstream path is reached. Only the interface's parameters
+ * (`after`, `limit`, `order`) are passed on: the upstream answers the
+ * gateway's own credential, so a member it understands that the interface
+ * does not list (a filter, a debug flag) must not reach it from a client.
+ * Others are dropped, not refused, as the upstream itself would ignore them.
  */
 import { GatewayError } from '../errors/gateway-error.js'
 
@@ -13,8 +17,6 @@ export interface CheckpointQuery {
   readonly limit: number
   readonly order: (typeof ORDERS)[number]
   readonly after: string | undefined
-  /** Query members the interface does not list, passed on as they came. */
-  readonly extra: readonly (readonly [string, string])[]
 }
 
 function invalid(param: string, message: string): GatewayError {
@@ -40,12 +42,7 @@ export function parseCheckpointQuery(query: Record<string, unknown>): Checkpoint
   if (!(ORDERS as readonly string[]).includes(orderText)) throw invalid('order', 'must be one of: asc, desc')
   const after = single(query, 'after')
   if (after === '') throw invalid('after', 'must be a non-empty cursor (the last id of the previous page)')
-  const extra: [string, string][] = []
-  for (const [name, value] of Object.entries(query)) {
-    if (name === 'limit' || name === 'order' || name === 'after') continue
-    for (const item of Array.isArray(value) ? value : [value]) extra.push([name, String(item)])
-  }
-  return { limit, order: orderText as CheckpointQuery['order'], after, extra }
+  return { limit, order: orderText as CheckpointQuery['order'], after }
 }
 
 /**
@@ -72,6 +69,5 @@ export function checkpointUpstreamPath(modelId: string, query: CheckpointQuery):
   params.set('limit', String(query.limit))
   params.set('order', query.order)
   if (query.after !== undefined) params.set('after', query.after)
-  for (const [name, value] of query.extra) params.append(name, value)
   return `/v1/preview/models/${checkModelIdSegment(modelId)}/checkpoints?${params.toString()}`
 }

@@ -1,8 +1,9 @@
 /**
  * What the platform routes check before forwarding, beyond the body and
  * query tables of platform.test.ts: the `X-Request-Id` header (400, after
- * the credentials, as on the chat route) and the edges of the checkpoint
- * `model_id` (C1 controls, 512 characters counted as code points). A
+ * the credentials, as on the chat route), the edges of the checkpoint
+ * `model_id` (C1 controls, 512 characters counted as code points), the
+ * checkpoint query members that are dropped, and Content-Encoding (415). A
  * gateway on port 0 in front of recording upstreams that answer 200.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -124,6 +125,29 @@ describe('checkpoint model_id edges', () => {
     const refused = await listing(emoji.repeat(513))
     expect(refused.status).toBe(400)
     expect(expectErrorBody(refused).param).toBe('model_id')
+    expect(upstream.received.length).toBe(before)
+  })
+})
+
+describe('checkpoint query members the interface does not list', () => {
+  it('are dropped: the upstream, answering the gateway’s credential, sees only limit, order and after', async () => {
+    const query = 'limit=5&foo=bar&order=desc&include_deleted=true&%3Flimit=500&after=ck-9&owner=other-team'
+    const answer = await exactRequest(gw.url, { method: 'GET', path: `/v1/preview/models/${MODEL}/checkpoints?${query}`, headers: { authorization: bearer } })
+    expect(answer.status).toBe(200)
+    expect(upstream.received.at(-1)!.url).toBe(`/v1/preview/models/${MODEL}/checkpoints?limit=5&order=desc&after=ck-9`)
+  })
+})
+
+describe('Content-Encoding on the platform bodies', () => {
+  const withBody = CALLS.filter((call) => call.body !== null)
+
+  it.each(withBody.map((call) => [call.name, call] as const))('%s: gzip → 415 unsupported_media_type, nothing forwarded; without credentials 401 first', async (_name, call) => {
+    const before = upstream.received.length
+    const refused = await send(call, { authorization: call.authorization, 'content-encoding': 'gzip' })
+    expect(refused.status).toBe(415)
+    expect(expectErrorBody(refused)).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_media_type', param: null })
+    const anonymous = await send(call, { 'content-encoding': 'gzip' })
+    expect(anonymous.status).toBe(401)
     expect(upstream.received.length).toBe(before)
   })
 })

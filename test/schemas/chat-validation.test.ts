@@ -4,6 +4,7 @@
  * invalid request reaches the backend; valid edge values do reach it, in the
  * normalized form of DESIGN.md "Chat path" step 1.
  */
+import { gzipSync } from 'node:zlib'
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import { startVllmStandIn, type ReceivedRequest, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
@@ -36,7 +37,7 @@ afterAll(async () => {
 
 interface Send {
   /** Sent as is instead of JSON.stringify(body). */
-  readonly raw?: string
+  readonly raw?: string | Uint8Array
   readonly headers?: Record<string, string>
   readonly contentType?: string
   readonly baseUrl?: string
@@ -290,13 +291,24 @@ describe('chat validation: refused with 400, never forwarded', () => {
     expect(error.code).toBe('unsupported_media_type')
   })
 
-  // MISMATCH (src/app.ts keeps fastify's default text/plain parser): a JSON
-  // object sent as text/plain is parsed as a string and refused with 400
-  // invalid_value "The body must be an object.", which does not say what to
-  // change. Expected: 415 unsupported_media_type, like application/xml.
   it('a text/plain body is refused with 415 unsupported_media_type', async () => {
     const error = await expectRefused(undefined, null, { raw: JSON.stringify(BASE), contentType: 'text/plain' }, 415)
     expect(error.code).toBe('unsupported_media_type')
+  })
+
+  it.each([
+    ['gzip, on a plain JSON body', 'gzip', Buffer.from(JSON.stringify(BASE))],
+    ['gzip, on a gzipped body', 'gzip', gzipSync(JSON.stringify(BASE))],
+    ['br', 'br', Buffer.from(JSON.stringify(BASE))],
+    ['identity, gzip', 'identity, gzip', Buffer.from(JSON.stringify(BASE))],
+  ])('a body with Content-Encoding %s is refused with 415 naming the coding', async (_name, encoding, raw) => {
+    const error = await expectRefused(undefined, null, { raw, headers: { 'content-encoding': encoding } }, 415)
+    expect(error.code).toBe('unsupported_media_type')
+    expect(error.message).toContain(encoding)
+  })
+
+  it('a body with Content-Encoding identity is read as it is', async () => {
+    await expectForwarded(undefined, { raw: JSON.stringify(BASE), headers: { 'content-encoding': 'Identity' } })
   })
 
   it('a text/plain body is refused in the error shape and not forwarded', async () => {
