@@ -156,6 +156,19 @@ describe('SIGTERM drain', () => {
     expect(gateway.lines.some((line) => line.level === 40 && String(line.msg).startsWith('second signal while draining'))).toBe(true)
   })
 
+  // Regression: sonic-boom 4 retried a write that met EPIPE forever in the flush at exit,
+  // so a gateway whose log reader had gone (a dead sidecar, `| head`) never exited.
+  it('exits 0 when the reader of its log has gone away', async () => {
+    const file = await configFile(config([{ name: 'a', backends: [{ url: 'http://127.0.0.1:9' }] }], 1000))
+    const gateway = await gatewayProcess(file)
+    const readerGone = once(gateway.child.stdout!, 'close')
+    gateway.child.stdout!.destroy()
+    await readerGone
+
+    gateway.child.kill('SIGTERM')
+    expect(await gateway.exited()).toBe(0)
+  }, 10_000)
+
   it('lets three streams in flight complete, refuses new connections, and exits 0', async () => {
     const standIn = await backend({ tokens: 20, interTokenDelayMs: 25 })
     const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }]))

@@ -2,10 +2,11 @@
  * The asynchronous stdout destination (src/log-destination.ts) when stdout
  * does not keep up: a FIFO nobody reads stands in for a stuck log collector.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { closeSync, constants, mkdtempSync, openSync, readSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { DestinationStream } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { asyncStdout } from '../../src/log-destination.js'
@@ -81,4 +82,21 @@ describe('asyncStdout', () => {
     const lines = text.trimEnd().split('\n').map((l) => JSON.parse(l) as { i: number })
     expect(lines.map((l) => l.i)).toEqual(Array.from({ length: 100 }, (_, i) => i))
   })
+
+  // A process logging to a reader that takes no more must still exit: the flush at exit waits ~2 s, not forever.
+  it('a process whose stdout reader is stuck exits anyway, after a bounded wait', async () => {
+    const { writer } = stuckPipe()
+    const script = `
+      const { asyncStdout } = await import(${JSON.stringify(resolve('dist/log-destination.js'))})
+      const destination = asyncStdout({ fd: 3, report: () => undefined })
+      for (let i = 0; i < 2000; i++) destination.write(JSON.stringify({ i, line: 'x'.repeat(200) }) + '\\n')
+      setTimeout(() => process.exit(0), 50)
+    `
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe', writer] })
+    cleanups.push(() => void child.kill('SIGKILL'))
+    let stderr = ''
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    const [code] = (await once(child, 'exit')) as [number | null]
+    expect(code, stderr).toBe(0)
+  }, 10_000)
 })
