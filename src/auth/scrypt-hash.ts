@@ -15,12 +15,24 @@ export interface ScryptHash {
 /** OWASP's minimum for scrypt (2^17 is their first choice; 2^14 keeps a login under ~50 ms here). */
 export const DEFAULT_SCRYPT = { N: 16384, r: 8, p: 1, keyLength: 64, saltLength: 16 } as const
 
+/**
+ * The most a configured hash may cost: 128·N·r bytes of memory and N·r·p
+ * units of work per derivation, OWASP's first choice (N=2^17, r=8, p=1:
+ * 128 MiB, ~8× this module's default). Every Basic attempt pays it, an
+ * unknown user's included (the decoy uses the first user's parameters),
+ * so a larger one would let unauthenticated clients exhaust memory.
+ */
+export const MAX_SCRYPT_WORK = 2 ** 20
+
 export function parseScryptHash(text: string): ScryptHash | string {
   const parts = text.split('$')
   if (parts.length !== 6 || parts[0] !== 'scrypt') return 'must be scrypt$N$r$p$salt$hash'
   const [N, r, p] = [Number(parts[1]), Number(parts[2]), Number(parts[3])]
   if (!Number.isInteger(N) || N < 2 || (N & (N - 1)) !== 0) return 'N must be a power of two greater than 1'
   if (!Number.isInteger(r) || r < 1 || !Number.isInteger(p) || p < 1) return 'r and p must be positive integers'
+  if (N * r * p > MAX_SCRYPT_WORK) {
+    return `N·r·p must be at most ${MAX_SCRYPT_WORK} (e.g. N=131072, r=8, p=1), not ${N * r * p}: every Basic attempt, an unknown user's too, pays it (re-hash with hash-password)`
+  }
   const salt = Buffer.from(parts[4]!, 'base64')
   const hash = Buffer.from(parts[5]!, 'base64')
   if (salt.length === 0 || hash.length < 16) return 'salt must be non-empty and the hash at least 16 bytes'

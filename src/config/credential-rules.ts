@@ -11,7 +11,11 @@
  *   split it there);
  * - a URL may not carry `user:password@`: it is not used for auth (the
  *   connection pool takes the origin only) and a backend's URL is its
- *   default name, so the password showed in metric labels and logs.
+ *   default name, so the password showed in metric labels and logs;
+ * - a URL must parse (the schema's pattern passed `http://127.0.0.1:99999`,
+ *   and the gateway then failed to start with a TypeError) and carry no
+ *   query or fragment (the request path is appended to the URL's path, and
+ *   those were silently dropped).
  */
 
 /** Why `value` cannot be sent as a header credential; null when it can. */
@@ -40,14 +44,16 @@ function hasControlCharacter(value: string): boolean {
   return false
 }
 
-/** Why `url` may not be configured as is; null when it may. */
-export function urlCredentialProblem(url: string): string | null {
+/** Why `url` may not be configured as a backend's or an upstream's base URL; null when it may. */
+export function baseUrlProblem(url: string): string | null {
   let parsed: URL
   try {
     parsed = new URL(url)
   } catch {
-    return null // the schema reports a URL that does not parse
+    // The schema's pattern reports one that is not http(s) at all.
+    return /^https?:\/\//.test(url) ? 'is not a valid URL (check the host, the port (1-65535) and any %-escapes)' : null
   }
-  if (parsed.username === '' && parsed.password === '') return null
-  return 'must not carry user:password@ (it is not sent, and would show in metric labels and logs): use api_key or auth instead'
+  if (parsed.username !== '' || parsed.password !== '') return 'must not carry user:password@ (it is not sent, and would show in metric labels and logs): use api_key or auth instead'
+  if (url.includes('?') || url.includes('#')) return 'must not carry a query (?…) or fragment (#…): request paths are appended to the URL’s path, and these would be dropped'
+  return null
 }

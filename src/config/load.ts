@@ -39,21 +39,23 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
     }
     return { ok: false, issues: document.errors.map((e) => ({ path: '', message: `YAML: ${e.message} (${where(e.pos[0])})` })) }
   }
-  const issues = interpolateDocument(document, env)
+  const unset = interpolateDocument(document, env)
+  const issues = [...unset]
   const data: unknown = document.toJS() ?? {}
-  if (!validate(data)) issues.push(...schemaIssuesBesides(issues, toIssues(validate.errors)))
+  if (!validate(data)) issues.push(...issuesBesides(unset, toIssues(validate.errors)))
   // Cross-key checks run on whatever parsed, so one run reports everything.
-  issues.push(...crossCheck(data))
+  issues.push(...issuesBesides(unset, crossCheck(data)))
   if (issues.length > 0) return { ok: false, issues }
   return resolveConfig(data as RawGatewayConfig)
 }
 
 /**
- * Schema issues that are not just echoes of an unset variable: the empty
- * value then fails the key's type or the enclosing form, which would only
- * repeat the first message. Unknown keys are always reported.
+ * Issues that are not just echoes of an unset variable: the empty value
+ * then fails the key's type, the enclosing form or a cross-key rule (a URL
+ * with an empty host), which would only repeat the first message. Unknown
+ * keys are always reported.
  */
-function schemaIssuesBesides(unset: readonly ValidationIssue[], schema: readonly ValidationIssue[]): ValidationIssue[] {
+function issuesBesides(unset: readonly ValidationIssue[], schema: readonly ValidationIssue[]): ValidationIssue[] {
   const unsetPaths = unset.map((i) => i.path)
   const echoes = (issue: ValidationIssue) =>
     issue.message !== 'is not a known key' && unsetPaths.some((p) => p === issue.path || p.startsWith(`${issue.path}.`))

@@ -7,7 +7,7 @@
 import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
-import { basicCredentialProblem, headerSecretProblem, urlCredentialProblem } from './credential-rules.js'
+import { basicCredentialProblem, headerSecretProblem, baseUrlProblem } from './credential-rules.js'
 
 export type BackendSettings = RawBackendConfig & { readonly name: string }
 export type ModelSettings = Omit<RawModelConfig, 'backends' | 'served_name'> & {
@@ -83,7 +83,7 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
   }
   models.forEach((model, i) => {
     records(model.backends).forEach((backend, j) => {
-      report(`models.${i}.backends.${j}.url`, backend.url, urlCredentialProblem)
+      report(`models.${i}.backends.${j}.url`, backend.url, baseUrlProblem)
       report(`models.${i}.backends.${j}.api_key`, backend.api_key, headerSecretProblem)
     })
   })
@@ -91,7 +91,7 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
     const upstream = member(upstreams, name)
     const auth = member(upstream, 'auth')
     const basic = member(auth, 'basic')
-    report(`upstreams.${name}.url`, member(upstream, 'url'), urlCredentialProblem)
+    report(`upstreams.${name}.url`, member(upstream, 'url'), baseUrlProblem)
     report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), headerSecretProblem)
     report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => basicCredentialProblem(v, 'username'))
     report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => basicCredentialProblem(v, 'password'))

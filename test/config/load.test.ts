@@ -299,6 +299,15 @@ upstreams:
     expect(JSON.stringify(found)).not.toContain('secret')
   })
 
+  // Regression: these passed `check`, then the gateway failed to start with a TypeError (or dropped the query).
+  it.each(['http://127.0.0.1:99999', 'http://[::1', 'http://%zz', 'http://a:b:c', 'https://x:-1', 'http://h/base?tenant=7', 'http://h/base#frag'])(
+    'refuses %s as a backend and an upstream URL',
+    (url) => {
+      const found = issues(`models:\n  - name: m\n    backends: [{ url: "${url}" }]\nupstreams:\n  training: { url: "${url}" }\n`)
+      expect(paths(found)).toEqual(['models.0.backends.0.url', 'upstreams.training.url'])
+    },
+  )
+
   it('accepts the usual forms: a token of letters, digits and -._~+/=, a path with @ after the host', () => {
     const config = ok(`models:
   - name: m
@@ -458,3 +467,27 @@ models:
     expect(run.stdout.trim()).toBe('server.bogus: is not a known key')
   })
 })
+
+describe('parseConfig: password_scrypt cost', () => {
+  const user = (hash: string) => `${MODEL}auth:\n  users:\n    - { username: alice, password_scrypt: "${hash}", scopes: [objects] }\n`
+  const salt = Buffer.alloc(16, 1).toString('base64')
+  const hash = Buffer.alloc(64, 2).toString('base64')
+
+  it.each([
+    ['N=2^20, r=8 (1 GiB a try)', 1048576, 8, 1],
+    ['N=2^14, r=8, p=64', 16384, 8, 64],
+    ['N=2^30, r=1', 2 ** 30, 1, 1],
+  ])('refuses %s: every Basic attempt, an unknown user’s too, would pay it', (_name, N, r, p) => {
+    const found = issues(user(`scrypt$${N}$${r}$${p}$${salt}$${hash}`))
+    expect(paths(found)).toEqual(['auth.users.0.password_scrypt'])
+    expect(found[0]!.message).toContain('N·r·p must be at most')
+  })
+
+  it.each([
+    ['hash-password’s own (N=2^14, r=8, p=1)', 16384, 8, 1],
+    ['OWASP’s first choice (N=2^17, r=8, p=1)', 131072, 8, 1],
+  ])('accepts %s', (_name, N, r, p) => {
+    expect(ok(user(`scrypt$${N}$${r}$${p}$${salt}$${hash}`)).auth.users[0]!.username).toBe('alice')
+  })
+})
+
