@@ -7,7 +7,8 @@
  *   flight or queued) has ended. Listener settings (host, port, metrics_port)
  *   need a restart.
  * - shutdown: stop accepting, answer waiters 503, let in-flight requests and
- *   streams finish within the grace period, then close the rest.
+ *   streams finish within the grace period, then end the rest with
+ *   `shutting_down` and close what still cannot end CUT_OFF_FLUSH_MS later.
  */
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
@@ -21,6 +22,9 @@ import { answerParserError } from './errors/parser-refusal.js'
 import { createMetrics } from './metrics/registry.js'
 import { forgetSeries, removedSeries } from './metrics/removed-series.js'
 import { startMetricsListener, type MetricsListener } from './metrics-listener.js'
+
+/** How long answers cut off at the end of the grace period get to leave before their connections are closed. */
+const CUT_OFF_FLUSH_MS = 1000
 
 export interface RunningGateway {
   readonly url: string
@@ -111,15 +115,22 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     connections.drain()
     // The config serving now: a reload may have changed the grace period.
     const graceMs = current.config.server.shutdown_grace_ms
+    let lastCall: NodeJS.Timeout | undefined
     const grace = setTimeout(() => {
-      logger.warn({ grace_ms: graceMs }, 'grace period over: closing remaining connections')
-      server.closeAllConnections()
+      // Each request still in flight is told (503, or an error event ending its stream); the
+      // connections close as their answers end, and whatever cannot end (a client that stopped
+      // reading) is closed a moment later.
+      const cut = [current, ...retiring].reduce((count, generation) => count + generation.cutOff(), 0)
+      logger.warn({ grace_ms: graceMs, cut_off: cut }, 'grace period over: requests still in flight are ended with shutting_down')
+      lastCall = setTimeout(() => server.closeAllConnections(), CUT_OFF_FLUSH_MS)
+      lastCall.unref()
     }, graceMs)
     grace.unref()
     try {
       await new Promise<void>((resolve) => server.close(() => resolve()))
     } finally {
       clearTimeout(grace)
+      clearTimeout(lastCall)
       await metricsListener?.close()
       // Every response closed, so every request has settled and issued its slot's
       // and key's release, before Redis is disconnected (the link flushes what

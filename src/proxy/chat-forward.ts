@@ -64,7 +64,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     })
   } catch (error) {
     job.ticket.release()
-    if (client.aborted) return reply.hijack()
+    if (client.aborted) return unlessCutOff(reply, client)
     throw refusalToError(error, ctx.metrics)
   }
   request.facts.backend = answer.backend.name
@@ -85,7 +85,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     body = await answer.call.readAll(ctx.config.server.answer_limit_bytes)
   } catch (error) {
     settle(null)
-    if (client.aborted) return reply.hijack()
+    if (client.aborted) return unlessCutOff(reply, client)
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
     if (error instanceof AnswerTooLargeError) throw answerTooLargeError(answer.backend.name, error)
@@ -151,17 +151,26 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
     },
     error: (error) => {
       settle(relay.usage)
-      if (answer.call.aborted) return
-      const failure = brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
-      ctx.metrics.upstreamErrors.inc({ model, backend: answer.backend.name, reason: 'mid_stream' })
-      ctx.monitor.reportFailure(job.route, answer.backend, 'status')
-      request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
+      const cutOff = job.client.cutOffBy
+      if (answer.call.aborted && cutOff === null) return
+      const failure = cutOff ?? brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
+      if (cutOff === null) {
+        ctx.metrics.upstreamErrors.inc({ model, backend: answer.backend.name, reason: 'mid_stream' })
+        ctx.monitor.reportFailure(job.route, answer.backend, 'status')
+        request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
+      }
       request.facts.errorCode = failure.code
       res.end(relay.failure(failure.toBody()))
     },
   })
   // The backend sent its headers but no whole event yet: the client hears of the stream now.
   if (!res.headersSent && !res.writableEnded) res.flushHeaders()
+}
+
+/** The client left: nothing to answer. Cut off by the gateway: it hears why (503, in the error shape). */
+function unlessCutOff(reply: FastifyReply, client: ClientDeparture): FastifyReply {
+  if (client.cutOffBy !== null) throw client.cutOffBy
+  return reply.hijack()
 }
 
 function upstreamRequestHeaders(request: FastifyRequest, requestId: string): HeaderMap {

@@ -9,18 +9,33 @@
  * waits in a queue nor loses its client. This costs one small object.
  */
 import type { ServerResponse } from 'node:http'
+import type { GatewayError } from '../errors/gateway-error.js'
 import type { DepartureSignal } from '../state/store.js'
+import type { CutOffable } from './in-flight-requests.js'
 
-export class ClientDeparture implements DepartureSignal {
+export class ClientDeparture implements DepartureSignal, CutOffable {
   aborted = false
   reason: Error | undefined = undefined
+  /** Set when the gateway, not the client, ended the request: what the client is to be told. */
+  cutOffBy: GatewayError | null = null
   #listeners: Array<() => void> | null = null
 
   /** The client left: listeners run once, in the order they were added. */
   depart(): void {
+    this.#end(clientGone())
+  }
+
+  /** The gateway ends the request (a shutdown's grace period ran out): as a departure, but the client is still there to hear `reason`. */
+  cutOff(reason: GatewayError): void {
+    if (this.aborted) return
+    this.cutOffBy = reason
+    this.#end(reason)
+  }
+
+  #end(reason: Error): void {
     if (this.aborted) return
     this.aborted = true
-    this.reason = clientGone()
+    this.reason = reason
     const listeners = this.#listeners
     this.#listeners = null
     if (listeners !== null) for (const listener of listeners) listener()

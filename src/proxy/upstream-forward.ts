@@ -8,7 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { errors, type Dispatcher } from 'undici'
 import type { GatewayContext } from '../context.js'
-import type { GatewayError } from '../errors/gateway-error.js'
+import { GatewayError } from '../errors/gateway-error.js'
 import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
@@ -24,7 +24,11 @@ export interface UpstreamCall {
 
 export async function forwardToUpstream(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, call: UpstreamCall): Promise<FastifyReply> {
   const client = new AbortController()
+  // A shutdown's cut-off aborts with its own error: the client is told (503), or its access line says so.
+  const inFlight = { cutOff: (reason: GatewayError) => client.abort(reason) }
+  ctx.inFlight.add(inFlight)
   reply.raw.on('close', () => {
+    ctx.inFlight.delete(inFlight)
     if (!reply.raw.writableFinished) client.abort()
   })
   const response = await callUpstream(ctx, request, upstream, call, client)
@@ -53,6 +57,7 @@ async function callUpstream(ctx: GatewayContext, request: FastifyRequest, upstre
   try {
     return await upstream.pool.request({ method: call.method, path: upstream.pathFor(call.path), headers, body: call.body, signal: client.signal })
   } catch (error) {
+    if (client.signal.reason instanceof GatewayError) throw client.signal.reason
     if (client.signal.aborted && !(client.signal.reason instanceof errors.HeadersTimeoutError)) return null
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason })
@@ -84,6 +89,7 @@ function badStatus(ctx: GatewayContext, upstream: Upstream, response: Dispatcher
  */
 function watchBody(ctx: GatewayContext, request: FastifyRequest, upstream: Upstream, body: Dispatcher.ResponseData['body'], clientGone: AbortSignal): void {
   body.once('error', (error: Error) => {
+    if (clientGone.reason instanceof GatewayError) request.facts.errorCode = clientGone.reason.code
     if (clientGone.aborted) return
     const failure = brokenAnswerError(classifyUpstreamFailure(error), `"${upstream.name}"`, error)
     request.facts.errorCode = failure.code

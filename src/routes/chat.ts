@@ -49,7 +49,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   // Watched before the first await: a key check in Redis is a round trip, and
   // a client that left during it was once still forwarded, its stream never
   // settled, and its slot leased for good.
-  const client = departureOf(reply)
+  const client = departureOf(ctx, reply)
   const ticket = await admitKey(ctx.state, ctx.metrics, request.facts.principal, priority)
   if (client.aborted) {
     ticket.release()
@@ -58,14 +58,21 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   return forwardChat(ctx, request, reply, { route, payload, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity, client })
 }
 
-/** Departs when the response closes before it finished: the client went away (already, or later). */
-function departureOf(reply: FastifyReply): ClientDeparture {
+/**
+ * Departs when the response closes before it finished: the client went away
+ * (already, or later). Counted in flight until then, for a shutdown to cut off.
+ */
+function departureOf(ctx: GatewayContext, reply: FastifyReply): ClientDeparture {
   const client = new ClientDeparture()
   const res = reply.raw
   if (responseClosed(res)) client.depart()
-  else res.on('close', () => {
-    if (!res.writableFinished) client.depart()
-  })
+  else {
+    ctx.inFlight.add(client)
+    res.on('close', () => {
+      ctx.inFlight.delete(client)
+      if (!res.writableFinished) client.depart()
+    })
+  }
   return client
 }
 

@@ -126,10 +126,11 @@ describe('reload of settings read after start', () => {
     await once(held.events, 'held')
 
     gateway.child.kill('SIGTERM')
-    const over = await gateway.waitForLine((line) => line.msg === 'grace period over: closing remaining connections')
+    const over = await gateway.waitForLine((line) => line.msg === 'grace period over: requests still in flight are ended with shutting_down')
     expect(over.grace_ms).toBe(300)
+    expect(over.cut_off).toBe(1)
     expect(await gateway.exited()).toBe(0)
-    await inFlight
+    expect((await inFlight)?.status).toBe(503)
     await gateway.outputEnded()
     // At warn, no access line for the chat request cut at the end of the grace period
     // (the first /metrics polls may still have been answered, and logged, before the reload).

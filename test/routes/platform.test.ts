@@ -15,6 +15,7 @@ import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/
 import type { RecordedRequest } from '../../src/dev/recording-server.js'
 import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { until } from '../support/metrics.js'
 
 const MODEL = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
 const PAGED_MODEL = 'ckpt-model-45'
@@ -669,6 +670,21 @@ describe('upstream failures', () => {
     // 499 ms tick), so 480 ms leaves this one 430 ms for a loaded machine.
     expect(elapsed).toBeGreaterThanOrEqual(49)
     expect(elapsed).toBeLessThan(480)
+  })
+})
+
+describe('shutdown', () => {
+  it('a platform call still waiting for its upstream when the grace period runs out gets 503 shutting_down', async () => {
+    const hanging = await startTrainingStandIn({ checkpoints: { [MODEL]: 1 }, fail: 'hang' })
+    perTest.push(() => hanging.close())
+    const draining = await startTestGateway({ models: MODELS, server: { shutdown_grace_ms: 200 }, auth: { keys: [platformKey.entry] }, upstreams: { checkpoints: { url: hanging.url } } })
+    perTest.push(() => draining.shutdown())
+    const listing = getPath(draining, `/v1/preview/models/${MODEL}/checkpoints`)
+    await until(() => hanging.received.length === 1, 'the upstream holding the listing')
+    await draining.shutdown()
+    expectGatewayError(await listing, 503, { type: 'service_unavailable', param: null })
+    const access = draining.logLines().filter((line) => line.msg === 'request completed')
+    expect(access.map((line) => [line.status, line.error_code])).toEqual([[503, 'shutting_down']])
   })
 })
 

@@ -447,6 +447,54 @@ describe('shutdown', () => {
     expect(backend.received.map(markerOf)).toEqual(['busy'])
   })
 
+  // Regression: at the end of the grace period the connections were closed without a word, and
+  // the access lines said the clients had left (499).
+  it('when the grace period runs out: a running stream ends with a shutting_down event and [DONE], a request waiting for its answer gets 503', async () => {
+    const slow = await standIn({ tokens: 10_000, interTokenDelayMs: 20 })
+    const held = await standIn({ hold: true, tokens: 2 })
+    const gw = await startTestGateway({
+      server: { shutdown_grace_ms: 300 },
+      auth: { keys: [key.entry] },
+      models: [
+        { name: 'slow', served_name: 'stand-in-model', backends: [{ url: slow.url, name: 'slow' }] },
+        { name: 'held', served_name: 'stand-in-model', backends: [{ url: held.url, name: 'held' }] },
+      ],
+    })
+    cleanups.push(() => gw.shutdown())
+    const post = (model: string, stream: boolean) =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model, stream, messages: [{ role: 'user', content: model }] }),
+      })
+    const stream = await post('slow', true)
+    const reader = stream.body!.getReader()
+    let text = Buffer.from((await reader.read()).value!).toString('utf8')
+    const waiting = nextEvents(held, 'held', 1)
+    const unanswered = post('held', false)
+    await waiting
+
+    await gw.shutdown()
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      text += Buffer.from(value).toString('utf8')
+    }
+    const events = text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice('data: '.length))
+    expect(events.at(-1)).toBe('[DONE]')
+    expect(JSON.parse(events.at(-2)!)).toEqual({ error: { message: expect.stringContaining('grace period'), type: 'service_unavailable', param: null, code: 'shutting_down' } })
+    const refusal = await unanswered
+    expect(refusal.status).toBe(503)
+    expect(((await refusal.json()) as { error: unknown }).error).toMatchObject({ type: 'service_unavailable', code: 'shutting_down' })
+
+    const access = gw.logLines().filter((line) => line.msg === 'request completed')
+    expect(access.map((line) => [line.model, line.status, line.error_code]).sort()).toEqual([
+      ['held', 503, 'shutting_down'],
+      ['slow', 200, 'shutting_down'],
+    ])
+    held.releaseHeld(1)
+  })
+
   /** Whether shutdown finished within `boundMs` (a deadline, not a synchronization). */
   function finishesWithin(down: Promise<void>, boundMs: number): Promise<'finished' | 'still running'> {
     let timer: NodeJS.Timeout | undefined
