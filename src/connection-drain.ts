@@ -15,6 +15,8 @@ export interface ConnectionDrain {
   open(): number
   /** Whether a response has started on this connection and not finished (nothing else may be written to it then). */
   responding(socket: Socket): boolean
+  /** Every response in progress, on every connection. */
+  inProgress(): ServerResponse[]
 }
 
 export function trackConnections(server: Server): ConnectionDrain {
@@ -44,6 +46,7 @@ export function trackConnections(server: Server): ConnectionDrain {
   return {
     open: () => active.size,
     responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
+    inProgress: () => [...active.values()].flatMap((responses) => [...responses]),
     drain() {
       draining = true
       for (const [socket, responses] of active) {

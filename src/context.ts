@@ -21,7 +21,6 @@ import type { AdmissionObserver } from './state/store.js'
 import type { SlotPeers } from './state/slot-peers.js'
 import { BackendMonitor } from './routing/backend-monitor.js'
 import { noHealthyBackend } from './routing/no-healthy-backend.js'
-import { InFlightRequests } from './proxy/in-flight-requests.js'
 import { LOCAL_HEALTH_BOARD } from './state/health-board.js'
 import { isConfirmedWith } from './routing/health-state.js'
 
@@ -46,8 +45,6 @@ export interface GatewayContext {
   readonly state: AdmissionState
   /** Health checks, backend load and passive failure reports. */
   readonly monitor: BackendMonitor
-  /** The requests being answered, for a shutdown to cut off at the end of its grace period. */
-  readonly inFlight: InFlightRequests
   /** Releases what the context holds (connection pools, Redis connections). */
   close(): Promise<void>
 }
@@ -102,7 +99,6 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     clock,
     state,
     monitor,
-    inFlight: new InFlightRequests(),
     newId: overrides.newId ?? (() => randomUUID()),
     random: overrides.random ?? Math.random,
     metrics,

@@ -17,8 +17,6 @@ export interface Generation {
   handle(request: IncomingMessage, response: ServerResponse): void
   /** New requests get 503 `shutting_down`; waiters are answered 503 at once. */
   drain(): void
-  /** Ends every request still in flight with `shutting_down` (the grace period ran out); returns how many. */
-  cutOff(): number
   /** Resolves when every request this generation took has ended. */
   idle(): Promise<void>
   /** Frees what it holds (app hooks, pools, timers, connections to Redis). */
@@ -47,7 +45,6 @@ export async function startGeneration(config: GatewayConfig, logger: Logger, ove
       startDraining()
       context.state.close()
     },
-    cutOff: () => context.inFlight.cutOffAll(),
     idle() {
       if (active === 0) return Promise.resolve()
       return new Promise((resolve) => (onIdle = resolve))

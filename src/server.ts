@@ -16,6 +16,7 @@ import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
 import type { ContextOverrides, GatewayContext } from './context.js'
 import { trackConnections } from './connection-drain.js'
+import { cutOffAll } from './proxy/in-flight-requests.js'
 import { startGeneration, type Generation } from './generation.js'
 import { generationPeers } from './generation-peers.js'
 import { answerParserError } from './errors/parser-refusal.js'
@@ -120,7 +121,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
       // Each request still in flight is told (503, or an error event ending its stream); the
       // connections close as their answers end, and whatever cannot end (a client that stopped
       // reading) is closed a moment later.
-      const cut = [current, ...retiring].reduce((count, generation) => count + generation.cutOff(), 0)
+      const cut = cutOffAll(connections.inProgress())
       logger.warn({ grace_ms: graceMs, cut_off: cut }, 'grace period over: requests still in flight are ended with shutting_down')
       lastCall = setTimeout(() => server.closeAllConnections(), CUT_OFF_FLUSH_MS)
       lastCall.unref()

@@ -12,6 +12,7 @@ import { GatewayError } from '../errors/gateway-error.js'
 import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
+import { markCutOffable } from './in-flight-requests.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 
 export interface UpstreamCall {
@@ -25,10 +26,8 @@ export interface UpstreamCall {
 export async function forwardToUpstream(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, call: UpstreamCall): Promise<FastifyReply> {
   const client = new AbortController()
   // A shutdown's cut-off aborts with its own error: the client is told (503), or its access line says so.
-  const inFlight = { cutOff: (reason: GatewayError) => client.abort(reason) }
-  ctx.inFlight.add(inFlight)
+  markCutOffable(reply.raw, { cutOff: (reason) => client.abort(reason) })
   reply.raw.on('close', () => {
-    ctx.inFlight.delete(inFlight)
     if (!reply.raw.writableFinished) client.abort()
   })
   const response = await callUpstream(ctx, request, upstream, call, client)

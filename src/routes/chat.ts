@@ -15,6 +15,7 @@ import type { ModelRoute } from '../routing/model-route.js'
 import { forwardChat } from '../proxy/chat-forward.js'
 import { upstreamChatBody } from '../proxy/chat-upstream-body.js'
 import { ClientDeparture, responseClosed } from '../proxy/client-departure.js'
+import { markCutOffable } from '../proxy/in-flight-requests.js'
 
 const checkChatBody = compileBodyCheck(ChatCompletionRequest)
 
@@ -49,7 +50,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   // Watched before the first await: a key check in Redis is a round trip, and
   // a client that left during it was once still forwarded, its stream never
   // settled, and its slot leased for good.
-  const client = departureOf(ctx, reply)
+  const client = departureOf(reply)
   const ticket = await admitKey(ctx.state, ctx.metrics, request.facts.principal, priority)
   if (client.aborted) {
     ticket.release()
@@ -60,16 +61,15 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
 
 /**
  * Departs when the response closes before it finished: the client went away
- * (already, or later). Counted in flight until then, for a shutdown to cut off.
+ * (already, or later). A shutdown may cut it off through its response.
  */
-function departureOf(ctx: GatewayContext, reply: FastifyReply): ClientDeparture {
+function departureOf(reply: FastifyReply): ClientDeparture {
   const client = new ClientDeparture()
   const res = reply.raw
   if (responseClosed(res)) client.depart()
   else {
-    ctx.inFlight.add(client)
+    markCutOffable(res, client)
     res.on('close', () => {
-      ctx.inFlight.delete(client)
       if (!res.writableFinished) client.depart()
     })
   }
