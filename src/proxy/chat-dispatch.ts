@@ -25,6 +25,8 @@ export interface ChatAnswer {
   readonly call: UpstreamCall
   /** Attempts that failed before this one. */
   readonly retries: number
+  /** How long the request waited for its first slot (a retry's slot is taken without waiting). */
+  readonly queueWaitMs: number
 }
 
 /** What an attempt told about the backend, for passive health and metrics. */
@@ -56,6 +58,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
   if (!route.hasUsableBackend(job.now())) throw noHealthyBackend(route.name)
   const retryOn = (tried: ReadonlySet<string>, attempt: number) => (attempt < route.settings.retries ? slots.tryAcquire(tried, choose) : Promise.resolve(null))
   let lease = await slots.acquire({ priority: job.priority, signal, choose })
+  const queueWaitMs = lease.waitedMs
   const tried = new Set<string>()
   for (let attempt = 0; ; attempt++) {
     const backend = route.backend(lease.backend)
@@ -80,7 +83,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     if (response.statusCode >= 500) job.onFailure(backend, 'status_5xx')
     else job.onSuccess(backend)
     const next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null
-    if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call, retries: attempt }
+    if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call, retries: attempt, queueWaitMs }
     call.drop()
     lease.release()
     lease = next

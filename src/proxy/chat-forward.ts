@@ -69,7 +69,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   }
   request.facts.backend = answer.backend.name
   request.facts.retries = answer.retries
-  request.facts.queueWaitMs = answer.lease.waitedMs
+  request.facts.queueWaitMs = answer.queueWaitMs
   const settle = settlement(ctx, request, job, answer)
   // Added to the fresh map rather than spread into a new one: a spread that overrides keys is V8's slow path.
   const responseHeaders = responseHeadersFromUpstream(answer.headers)

@@ -66,7 +66,7 @@ export class MemoryModelSlots implements ModelSlots {
 
   async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
     if (this.#closed) return null
-    return this.#grantNow(choose, exclude, this.#clock.now())
+    return this.#grantNow(choose, exclude, this.#clock.now(), true)
   }
 
   wake(): void {
@@ -135,14 +135,14 @@ export class MemoryModelSlots implements ModelSlots {
     }
   }
 
-  #grantNow(choose: SlotRequest['choose'], exclude: ReadonlySet<string>, arrivedAt: number): SlotLease | null {
+  #grantNow(choose: SlotRequest['choose'], exclude: ReadonlySet<string>, arrivedAt: number, retry = false): SlotLease | null {
     const { backends, slotsPerBackend, usable, model, elsewhere } = this.#settings
     const taken = (b: string) => this.inFlight(b) + (elsewhere?.(b) ?? 0)
     const room = backendsWithRoom(backends, taken, (b) => usable(b) && !exclude.has(b), slotsPerBackend)
     if (room.length === 0) return null
     const backend = choose(room)
     this.#inFlight.set(backend, this.inFlight(backend) + 1)
-    return observedLease({ model, backend, arrivedAt }, this.#clock, this.#observer, () => {
+    return observedLease({ model, backend, arrivedAt, retry }, this.#clock, this.#observer, () => {
       this.#inFlight.set(backend, this.inFlight(backend) - 1)
       this.#serveQueue()
       this.#settings.onFreed?.()

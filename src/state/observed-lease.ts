@@ -10,13 +10,19 @@ export interface LeaseGrant {
   readonly model: string
   readonly backend: string
   readonly arrivedAt: number
+  /**
+   * A retry's slot on another backend (tryAcquire): not a wait in the queue.
+   * The request's wait was observed with its first slot; counting it again
+   * made sluice_queue_wait_seconds count attempts, not requests.
+   */
+  readonly retry?: boolean
 }
 
 export function observedLease(grant: LeaseGrant, clock: Clock, observer: AdmissionObserver, onRelease: () => void): SlotLease {
   const { model, backend } = grant
   observer.slotTaken(model, backend)
   const waitedMs = clock.now() - grant.arrivedAt
-  observer.waited(model, waitedMs)
+  if (grant.retry !== true) observer.waited(model, waitedMs)
   let released = false
   return {
     backend,

@@ -83,7 +83,7 @@ export class RedisModelSlots implements ModelSlots {
     const arrivedAt = this.#clock.now()
     const attempt = (preferred: string) => this.#link.budgeted(this.#calls.acquire(id, 0, preferred, 'try', exclude), (late) => this.#undoArrival(id, late))
     const reply = await this.#untilChosen(choose, exclude, attempt)
-    return reply?.status === 'granted' ? this.#lease(reply.backend!, id, arrivedAt) : null
+    return reply?.status === 'granted' ? this.#lease(reply.backend!, id, arrivedAt, true) : null
   }
 
   wake(): void {
@@ -193,9 +193,9 @@ export class RedisModelSlots implements ModelSlots {
     if (waiter !== undefined) this.#waiters.drop(waiter, this.#refusal('queue_full'))
   }
 
-  #lease(backend: string, id: string, arrivedAt: number): SlotLease {
+  #lease(backend: string, id: string, arrivedAt: number, retry = false): SlotLease {
     this.#leases.add(id, backend)
-    return observedLease({ model: this.#settings.model, backend, arrivedAt }, this.#clock, this.#observer, () => {
+    return observedLease({ model: this.#settings.model, backend, arrivedAt, retry }, this.#clock, this.#observer, () => {
       this.#leases.remove(id)
       this.#fire(this.#calls.release(id, backend))
     })

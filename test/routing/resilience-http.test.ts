@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
-import { scrapeMetric } from '../support/metrics.js'
+import { scrape, scrapeMetric } from '../support/metrics.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
 
 const key = makeKey('team-a', ['chat'])
@@ -307,6 +307,8 @@ describe('failover on backend answers', () => {
     expect(healthy.received).toHaveLength(6)
     // Round robin starts with the first backend: at least one request met the 503 and was moved.
     expect(overloaded.chatRequests()).toBeGreaterThanOrEqual(1)
+    // One queue wait per request, not per attempt.
+    expect(await scrape(gw.url)).toMatch(/^sluice_queue_wait_seconds_count\{model="m"\} 6$/m)
   })
 
   // Regression: the 503's body was read to its end before the retry, so a

@@ -571,6 +571,15 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       expect(observer.of('slotReleased')).toHaveLength(1)
     })
 
+    it('a retry’s slot (tryAcquire) is taken without a queue wait: the observer hears the take, no wait', async () => {
+      const slots = await open({ backends: ['a', 'b'] })
+      const first = await hold(slots)
+      const retry = await slots.tryAcquire(new Set([first.backend]), firstCandidate)
+      expect(retry?.backend).toBe('b')
+      expect(observer.of('slotTaken')).toHaveLength(2)
+      expect(observer.of('waited')).toHaveLength(1)
+    })
+
     it('tells the observer what it did (takes, releases and waits) and counts its waiters', async () => {
       const slots = await open({ backends: ['a'] })
       const lease = await hold(slots)
