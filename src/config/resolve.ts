@@ -55,7 +55,7 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   const names = models.map((m) => m.name).filter((n): n is string => typeof n === 'string')
   const defaultModel = member(data, 'default_model')
   if (typeof defaultModel === 'string' && !names.includes(defaultModel)) {
-    issues.push({ path: 'default_model', message: `names no configured model (have: ${names.join(', ')})` })
+    issues.push({ path: 'default_model', message: `names no configured model (have: ${[...new Set(names)].join(', ')})` })
   }
   const state = member(data, 'state')
   if (member(state, 'kind') === 'redis' && member(state, 'redis_url') === undefined) {

@@ -205,6 +205,11 @@ models:
     expect(found[0]!.message).toContain('names no configured model')
   })
 
+  it('lists each model once after a default_model that names none, even when a name is duplicated', () => {
+    const found = issues(`models:\n  - { name: m1, backends: [{ url: "http://a:1" }] }\n  - { name: m1, backends: [{ url: "http://b:1" }] }\ndefault_model: other\n`)
+    expect(found.find((issue) => issue.path === 'default_model')?.message).toBe('names no configured model (have: m1)')
+  })
+
   it('requires redis_url when state.kind is redis', () => {
     expect(issues(`${MODEL}state: { kind: redis }\n`)).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('redis') }])
     expect(ok(`${MODEL}state: { kind: redis, redis_url: "redis://127.0.0.1:6379" }\n`).state.redis_url).toBe('redis://127.0.0.1:6379')
