@@ -6,11 +6,16 @@
  * Typing follows YAML's own rule: a plain (unquoted) scalar that is exactly
  * one reference takes the type its value has in YAML (`port: ${PORT}` is a
  * number), a quoted one stays a string (`bearer: "${TOKEN}"`).
+ *
+ * A `${` that starts no reference (`${vllm-key}`, `${TOKEN` unclosed) is a
+ * problem too: a typo would otherwise go upstream as a literal credential.
+ * `$${` writes a literal `${`.
  */
 import { isMap, isScalar, isSeq, parse as parseYamlScalar, Scalar, type Document, type Node } from 'yaml'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 
-const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+/** An escaped `$${`, a reference, or a `${` that starts neither. */
+const REFERENCE = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{/g
 const WHOLE_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
 
 export type Environment = Readonly<Record<string, string | undefined>>
@@ -40,7 +45,12 @@ function visit(node: Node, path: string, env: Environment, issues: ValidationIss
 function substitute(node: Scalar, path: string, env: Environment, issues: ValidationIssue[]): void {
   const text = node.value as string
   if (!text.includes('${')) return
-  const substituted = text.replace(REFERENCE, (_match, name: string, fallback: string | undefined) => {
+  const substituted = text.replace(REFERENCE, (match: string, name: string | undefined, fallback: string | undefined) => {
+    if (match === '$${') return '${'
+    if (name === undefined) {
+      issues.push({ path, message: 'has a "${" that starts no variable reference: write ${NAME} or ${NAME:-default} (NAME of letters, digits and _), or $${ for a literal "${"' })
+      return match
+    }
     const found = env[name]
     if (found !== undefined && (found !== '' || fallback === undefined)) return found
     if (fallback !== undefined) return fallback

@@ -132,6 +132,16 @@ describe('parseConfig: environment variables', () => {
     expect(ok(`${MODEL}server: { host: "\${H}" }\n`, { H: '${OTHER}', OTHER: 'x' }).server.host).toBe('${OTHER}')
   })
 
+  // Regression: these stayed in the value as literal text, so a typo'd reference went upstream as the credential.
+  it.each(['\${vllm-key}', '\${TOKEN', 'sk-\${}', '\${1ST}'])('reports %s, which starts no variable reference, at its key', (value) => {
+    const found = issues(`${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: "${value}" } }\n`, { TOKEN: 't' })
+    expect(found).toEqual([{ path: 'upstreams.training.auth.bearer', message: expect.stringContaining('starts no variable reference') }])
+  })
+
+  it('$${ writes a literal ${, next to a reference', () => {
+    expect(ok(`${MODEL}server: { host: "a$\${B}-\${C}" }\n`, { C: 'c' }).server.host).toBe('a${B}-c')
+  })
+
   it('reports an unset ${VAR} at the path of its key', () => {
     expect(issues(`${MODEL}server: { host: "\${NOPE}" }\n`)).toEqual([
       { path: 'server.host', message: expect.stringContaining('NOPE') },
