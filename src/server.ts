@@ -10,7 +10,8 @@
  *   streams finish within the grace period, then end the rest with
  *   `shutting_down` and close what still cannot end CUT_OFF_FLUSH_MS later.
  */
-import { createServer, type Server } from 'node:http'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { holdContinue } from './auth/expect-continue.js'
 import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
@@ -58,6 +59,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   live = [current]
   // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
   const server = createServer({ requireHostHeader: false }, (request, response) => current.handle(request, response))
+  // "100 Continue" only once the credentials passed (auth/expect-continue.ts), not on arrival.
+  server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    holdContinue(response)
+    server.emit('request', request, response)
+  })
   const connections = trackConnections(server)
   server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
     const refusal = answerParserError(error, socket, connections.responding(socket))

@@ -22,7 +22,7 @@ const checkChatBody = compileBodyCheck(ChatCompletionRequest)
 export function registerChatRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   app.post('/v1/chat/completions', {
     config: { family: 'chat' },
-    onRequest: requireAuth(ctx.authenticators, { scheme: 'bearer', scope: 'chat' }),
+    onRequest: requireAuth(ctx.authenticators, { scheme: 'bearer', scope: 'chat' }, ctx.config.server.body_limit_bytes),
     handler: (request, reply) => handleChat(ctx, request, reply),
   })
 }

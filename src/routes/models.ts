@@ -11,7 +11,7 @@ export function registerModelRoutes(app: FastifyInstance, ctx: GatewayContext, s
   }
   app.get('/v1/models', {
     config: { family: 'models' },
-    onRequest: requireAuth(ctx.authenticators, { scheme: 'bearer', scope: 'chat' }),
+    onRequest: requireAuth(ctx.authenticators, { scheme: 'bearer', scope: 'chat' }, ctx.config.server.body_limit_bytes),
     handler: async () => list,
   })
 }

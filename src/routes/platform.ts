@@ -83,7 +83,7 @@ export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext
       method: route.method,
       url: route.url,
       config: { family: route.family },
-      onRequest: requireAuth(ctx.authenticators, route.auth),
+      onRequest: requireAuth(ctx.authenticators, route.auth, ctx.config.server.body_limit_bytes),
       handler: async (request, reply) => {
         const call = route.prepare(request)
         // After the body and query, as on the chat route; app.ts took a valid header as the request id.

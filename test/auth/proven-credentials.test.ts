@@ -66,7 +66,7 @@ describe('requireAuth with a proven connection', () => {
         return username === 'alice' && password === 'pw' ? alice : null
       },
     }
-    const hook = requireAuth(authenticators, { scheme: 'basic', scope: 'objects' })
+    const hook = requireAuth(authenticators, { scheme: 'basic', scope: 'objects' }, 1024)
     const run = (socket: object, authorization: string) =>
       new Promise<{ error: Error | undefined; principal: unknown }>((resolve) => {
         const request = { raw: { rawHeaders: ['Authorization', authorization], socket }, headers: { authorization }, facts: { principal: null } }
