@@ -20,7 +20,7 @@ import { trackConnections } from './connection-drain.js'
 import { cutOffAll } from './proxy/in-flight-requests.js'
 import { startGeneration, type Generation } from './generation.js'
 import { generationPeers } from './generation-peers.js'
-import { answerParserError } from './errors/parser-refusal.js'
+import { answerConnect, answerParserError } from './errors/parser-refusal.js'
 import { createMetrics } from './metrics/registry.js'
 import { forgetSeries, removedSeries } from './metrics/removed-series.js'
 import { startMetricsListener, type MetricsListener } from './metrics-listener.js'
@@ -70,6 +70,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     if (refusal === null) return
     metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
     logger.info({ route: 'unknown', status: refusal.status, error_code: refusal.code }, 'request refused by the HTTP parser')
+  })
+  server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+    const refusal = answerConnect(socket)
+    metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
+    logger.info({ route: 'unknown', method: 'CONNECT', status: refusal.status, error_code: refusal.code }, 'CONNECT refused')
   })
   let metricsListener: MetricsListener | null
   try {

@@ -40,6 +40,23 @@ export function answerParserError(error: Error & { code?: string }, socket: Dupl
     return null
   }
   const refusal = parserRefusal(error)
+  writeRefusal(socket, refusal)
+  return refusal
+}
+
+/**
+ * A CONNECT request (node:http's 'connect' event, which no route sees):
+ * this gateway is not a forward proxy. Node would close the connection
+ * without a word; it gets the unknown-route answer instead.
+ */
+export function answerConnect(socket: Duplex): GatewayError {
+  const refusal = new GatewayError('not_found', 'CONNECT is not served here: this gateway is not a forward proxy.')
+  if (socket.writable) writeRefusal(socket, refusal)
+  else socket.destroy()
+  return refusal
+}
+
+function writeRefusal(socket: Duplex, refusal: GatewayError): void {
   const body = JSON.stringify(refusal.toBody())
   socket.end(
     `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status] ?? ''}\r\n` +
@@ -49,5 +66,4 @@ export function answerParserError(error: Error & { code?: string }, socket: Dupl
       body,
     () => socket.destroy(),
   )
-  return refusal
 }

@@ -38,6 +38,16 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
     expect(await requestsRefused(400)).toBe(before + 1)
   })
 
+  // Regression: Node closed a CONNECT's connection without a byte (no route ever saw it).
+  it('a CONNECT gets the unknown-route answer (404 in the DESIGN.md shape), the connection closed, counted', async () => {
+    const before = await requestsRefused(404)
+    const exchange = await rawExchange(gw.url, 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n')
+    expect(exchange.responses.map((response) => response.status)).toEqual([404])
+    expect(expectErrorBody(exchange.responses[0]!)).toMatchObject({ type: 'not_found_error', code: 'not_found', param: null })
+    expect(exchange.closed).toBe(true)
+    expect(await requestsRefused(404)).toBe(before + 1)
+  })
+
   it('a client that resets the connection mid-request gets nothing and costs nothing', async () => {
     const { connect } = await import('node:net')
     const url = new URL(gw.url)
