@@ -18,6 +18,7 @@ import { registerModelRoutes } from './routes/models.js'
 import { registerServiceRoutes } from './routes/service.js'
 import { registerPlatformRoutes } from './routes/platform.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
+import { sendContinue } from './auth/expect-continue.js'
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void
 
@@ -86,6 +87,8 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       done(new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.'))
       return
     }
+    // Routes without credentials to check (service routes, unknown paths) say "100 Continue" at once.
+    if (request.facts.route === 'service' || request.facts.route === 'unknown') sendContinue(request.headers, reply.raw, ctx.config.server.body_limit_bytes)
     done()
   })
   registerJsonBodyParser(app)

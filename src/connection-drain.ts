@@ -15,6 +15,8 @@ export interface ConnectionDrain {
   open(): number
   /** Whether a response has started on this connection and not finished (nothing else may be written to it then). */
   responding(socket: Socket): boolean
+  /** Whether a request on this connection is still being answered. */
+  busy(socket: Socket): boolean
   /** Every response in progress, on every connection. */
   inProgress(): ServerResponse[]
 }
@@ -46,6 +48,7 @@ export function trackConnections(server: Server): ConnectionDrain {
   return {
     open: () => active.size,
     responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
+    busy: (socket) => (active.get(socket)?.size ?? 0) > 0,
     inProgress: () => [...active.values()].flatMap((responses) => [...responses]),
     drain() {
       draining = true

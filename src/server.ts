@@ -72,7 +72,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     logger.info({ route: 'unknown', status: refusal.status, error_code: refusal.code }, 'request refused by the HTTP parser')
   })
   server.on('connect', (_request: IncomingMessage, socket: Socket) => {
-    const refusal = answerConnect(socket)
+    const refusal = answerConnect(socket, connections.busy(socket))
+    if (refusal === null) return
     metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
     logger.info({ route: 'unknown', method: 'CONNECT', status: refusal.status, error_code: refusal.code }, 'CONNECT refused')
   })

@@ -9,7 +9,7 @@ import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Authenticators } from './authenticate.js'
 import { admitted, authenticate, duplicateCredentials, InsufficientScopeError } from './authenticate.js'
 import type { AuthRequirement, Principal } from './principal.js'
-import { continueIfExpected } from './expect-continue.js'
+import { sendContinue } from './expect-continue.js'
 
 /** `bodyLimitBytes`: a client waiting for "100 Continue" is told to send a body up to this size once its credentials passed. */
 export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement, bodyLimitBytes: number): onRequestHookHandler {
@@ -32,7 +32,7 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
     const proven = (principal: Principal) => {
       request.facts.principal = principal
       if (known === null) authenticators.proven.remember(connection, header!, requirement.scheme, principal)
-      continueIfExpected(request.headers, reply.raw, bodyLimitBytes)
+      sendContinue(request.headers, reply.raw, bodyLimitBytes)
     }
     if (!(outcome instanceof Promise)) {
       proven(outcome)

@@ -51,6 +51,10 @@ function substitute(node: Scalar, path: string, env: Environment, issues: Valida
       issues.push({ path, message: 'has a "${" that starts no variable reference: write ${NAME} or ${NAME:-default} (NAME of letters, digits and _), or $${ for a literal "${"' })
       return match
     }
+    if (fallback?.includes('${') === true) {
+      issues.push({ path, message: `nests a reference in the fallback of \${${name}:-…}, which is not supported: the inner one would stay literal text` })
+      return match
+    }
     const found = env[name]
     if (found !== undefined && (found !== '' || fallback === undefined)) return found
     if (fallback !== undefined) return fallback

@@ -49,10 +49,16 @@ export function answerParserError(error: Error & { code?: string }, socket: Dupl
  * this gateway is not a forward proxy. Node would close the connection
  * without a word; it gets the unknown-route answer instead.
  */
-export function answerConnect(socket: Duplex): GatewayError {
+export function answerConnect(socket: Duplex, busy: boolean): GatewayError | null {
+  // node:http removed its own 'error' listener before handing the socket over: a reset would throw.
+  socket.on('error', () => socket.destroy())
+  // An earlier request on the connection still unanswered: a 404 now would read as its answer.
+  if (busy || !socket.writable) {
+    socket.destroy()
+    return null
+  }
   const refusal = new GatewayError('not_found', 'CONNECT is not served here: this gateway is not a forward proxy.')
-  if (socket.writable) writeRefusal(socket, refusal)
-  else socket.destroy()
+  writeRefusal(socket, refusal)
   return refusal
 }
 

@@ -168,7 +168,7 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
 }
 
 /** The client left: nothing to answer. Cut off by the gateway: it hears why (503, in the error shape). */
-function unlessCutOff(reply: FastifyReply, client: ClientDeparture): FastifyReply {
+export function unlessCutOff(reply: FastifyReply, client: ClientDeparture): FastifyReply {
   if (client.cutOffBy !== null) throw client.cutOffBy
   return reply.hijack()
 }

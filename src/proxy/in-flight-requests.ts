@@ -35,7 +35,8 @@ export function cutOffAll(responses: Iterable<ServerResponse>): number {
   let count = 0
   for (const response of responses) {
     const request = (response as MarkedResponse)[CUT_OFF]
-    if (request === undefined) continue
+    // Ended already, only its last bytes still leaving: nothing to cut.
+    if (request === undefined || response.writableEnded) continue
     request.cutOff(reason)
     count++
   }

@@ -12,7 +12,7 @@ import { admitKey } from '../scheduling/key-policy.js'
 import { affinityKey } from '../routing/balancers/prefix-affinity.js'
 import { chooseRequestId, REQUEST_ID_RULE } from '../schemas/request-id.js'
 import type { ModelRoute } from '../routing/model-route.js'
-import { forwardChat } from '../proxy/chat-forward.js'
+import { forwardChat, unlessCutOff } from '../proxy/chat-forward.js'
 import { upstreamChatBody } from '../proxy/chat-upstream-body.js'
 import { ClientDeparture, responseClosed } from '../proxy/client-departure.js'
 import { markCutOffable } from '../proxy/in-flight-requests.js'
@@ -54,7 +54,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   const ticket = await admitKey(ctx.state, ctx.metrics, request.facts.principal, priority)
   if (client.aborted) {
     ticket.release()
-    return reply.hijack()
+    return unlessCutOff(reply, client)
   }
   return forwardChat(ctx, request, reply, { route, payload, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity, client })
 }

@@ -138,6 +138,11 @@ describe('parseConfig: environment variables', () => {
     expect(found).toEqual([{ path: 'upstreams.training.auth.bearer', message: expect.stringContaining('starts no variable reference') }])
   })
 
+  it('reports a reference nested in a fallback, which would stay literal text', () => {
+    const found = issues(`${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: "\${A:-\${B}}" } }\n`, { B: 'b' })
+    expect(found).toEqual([{ path: 'upstreams.training.auth.bearer', message: expect.stringContaining('nests a reference') }])
+  })
+
   it('$${ writes a literal ${, next to a reference', () => {
     expect(ok(`${MODEL}server: { host: "a$\${B}-\${C}" }\n`, { C: 'c' }).server.host).toBe('a${B}-c')
   })

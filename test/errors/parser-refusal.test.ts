@@ -48,6 +48,25 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
     expect(await requestsRefused(404)).toBe(before + 1)
   })
 
+  // Regression (review): node:http takes its 'error' listener off a CONNECT's socket, so writing
+  // the 404 to a socket the client had reset threw, uncaught, and took the gateway down.
+  it('a CONNECT whose client resets at once costs nothing: the gateway serves on', async () => {
+    const { connect } = await import('node:net')
+    const url = new URL(gw.url)
+    for (let i = 0; i < 20; i++) {
+      const socket = connect(Number(url.port), url.hostname)
+      await new Promise((resolve) => socket.once('connect', resolve))
+      socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
+      socket.resetAndDestroy()
+    }
+    expect((await fetch(`${gw.url}/healthz`)).status).toBe(200)
+  })
+
+  it('a CONNECT behind an unanswered request is not answered for it: no 404 that would read as the first answer', async () => {
+    const exchange = await rawExchange(gw.url, 'GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\nCONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
+    expect(exchange.responses.map((response) => response.status)).not.toContain(404)
+  })
+
   it('a client that resets the connection mid-request gets nothing and costs nothing', async () => {
     const { connect } = await import('node:net')
     const url = new URL(gw.url)

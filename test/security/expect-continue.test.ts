@@ -33,7 +33,15 @@ interface Conversation {
  * body back until the gateway says "100 Continue"; reads until the gateway
  * closes the connection (bounded: 3 s).
  */
-function converse(authorization: string | null, contentLength: number): Promise<Conversation> {
+interface ConversationOptions {
+  readonly path?: string
+  readonly expect?: string
+  readonly version?: '1.0' | '1.1'
+  /** Send the body with the head instead of waiting for "100 Continue". */
+  readonly bodyAtOnce?: boolean
+}
+
+function converse(authorization: string | null, contentLength: number, options: ConversationOptions = {}): Promise<Conversation> {
   const url = new URL(fx.url)
   return new Promise((resolve) => {
     const socket = connect(Number(url.port), url.hostname)
@@ -46,6 +54,8 @@ function converse(authorization: string | null, contentLength: number): Promise<
         sentBody = true
         socket.write(BODY)
       }
+      // A whole final answer in: done, whether or not the gateway keeps the connection.
+      if (hasWholeAnswer(wire)) socket.destroy()
     })
     socket.on('error', () => undefined)
     socket.on('close', () => {
@@ -53,8 +63,21 @@ function converse(authorization: string | null, contentLength: number): Promise<
       resolve({ wire, sentBody })
     })
     const auth = authorization === null ? '' : `Authorization: ${authorization}\r\n`
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n${auth}Content-Type: application/json\r\nContent-Length: ${contentLength}\r\nExpect: 100-continue\r\n\r\n`)
+    const { path = '/v1/chat/completions', expect = '100-continue', version = '1.1' } = options
+    socket.write(`POST ${path} HTTP/${version}\r\nHost: gw\r\n${auth}Content-Type: application/json\r\nContent-Length: ${contentLength}\r\nExpect: ${expect}\r\n\r\n`)
+    if (options.bodyAtOnce === true) {
+      sentBody = true
+      socket.write(BODY)
+    }
   })
+}
+
+/** Whether `wire` holds a final answer (after any "100 Continue") with all of its Content-Length body. */
+function hasWholeAnswer(wire: string): boolean {
+  const rest = wire.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, '')
+  const headEnd = rest.indexOf('\r\n\r\n')
+  const length = /\r\ncontent-length: *(\d+)/i.exec(rest.slice(0, headEnd))
+  return headEnd >= 0 && length !== null && rest.length - headEnd - 4 >= Number(length[1])
 }
 
 describe('Expect: 100-continue', () => {
@@ -73,12 +96,32 @@ describe('Expect: 100-continue', () => {
     expect(wire.startsWith('HTTP/1.1 413 ')).toBe(true)
   })
 
-  it('with credentials and a body that fits: "100 Continue", then the body, then the answer', async () => {
+  it('with credentials and a body that fits: "100 Continue", then the body, then the answer on a connection kept open', async () => {
     const before = fx.counts().chat
     const { wire, sentBody } = await converse(`Bearer ${fx.keys.all.token}`, Buffer.byteLength(BODY))
     expect(sentBody).toBe(true)
     const answers = parseResponses(Buffer.from(wire.slice('HTTP/1.1 100 Continue\r\n\r\n'.length), 'latin1'))
     expect(answers.map((answer) => answer.status)).toEqual([200])
+    expect(answers[0]!.headers.connection).toBe('keep-alive')
     expect(fx.counts().chat).toBe(before + 1)
+  })
+
+  // Regression (review): only routes with credentials said "100 Continue", so these hung.
+  it('on an unknown path: "100 Continue" at once, then the 404 (as Node did)', async () => {
+    const { wire, sentBody } = await converse(`Bearer ${fx.keys.all.token}`, Buffer.byteLength(BODY), { path: '/nope' })
+    expect(sentBody).toBe(true)
+    expect(parseResponses(Buffer.from(wire.slice('HTTP/1.1 100 Continue\r\n\r\n'.length), 'latin1')).map((answer) => answer.status)).toEqual([404])
+  })
+
+  it('"100-continue, x" is waited for like "100-continue" (Node reads it so): 100 after the credentials, then the answer', async () => {
+    const { wire, sentBody } = await converse(`Bearer ${fx.keys.all.token}`, Buffer.byteLength(BODY), { expect: '100-continue, x' })
+    expect(sentBody).toBe(true)
+    expect(parseResponses(Buffer.from(wire.slice('HTTP/1.1 100 Continue\r\n\r\n'.length), 'latin1')).map((answer) => answer.status)).toEqual([200])
+  })
+
+  it('an HTTP/1.0 request is never sent "100 Continue" (RFC 9110 §10.1.1): its body comes with its head', async () => {
+    const { wire } = await converse(`Bearer ${fx.keys.all.token}`, Buffer.byteLength(BODY), { version: '1.0', bodyAtOnce: true })
+    expect(wire).not.toContain('100 Continue')
+    expect(parseResponses(Buffer.from(wire, 'latin1')).map((answer) => answer.status)).toEqual([200])
   })
 })

@@ -126,7 +126,7 @@ const TRICKS: Record<string, Trick[]> = {
     trick('DELETE /obj/read', { method: 'DELETE', target: '/obj/read', as: 'objects' }, [404]),
     trick('TRACE /v1/models', { method: 'TRACE', target: '/v1/models', as: 'models' }, [404]),
     trick('OPTIONS * ', { method: 'OPTIONS', target: '*', as: 'models' }, [404]),
-    trick('CONNECT to an upstream port: the connection closes', { method: 'CONNECT', target: '127.0.0.1:9', as: 'models' }, []),
+    trick('CONNECT to an upstream port: 404, then the connection closes', { method: 'CONNECT', target: '127.0.0.1:9', as: 'models' }, [404]),
   ],
   'absolute-form targets and Host games': [
     trick('POST http://evil.example/v1/chat/completions (routed by path; scheme and authority ignored)', { target: 'http://evil.example/v1/chat/completions', as: 'chat' }, [200], 'chat'),
