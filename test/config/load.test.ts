@@ -133,7 +133,7 @@ describe('parseConfig: environment variables', () => {
   })
 
   // Regression: these stayed in the value as literal text, so a typo'd reference went upstream as the credential.
-  it.each(['\${vllm-key}', '\${TOKEN', 'sk-\${}', '\${1ST}'])('reports %s, which starts no variable reference, at its key', (value) => {
+  it.each(['${vllm-key}', '${TOKEN', 'sk-${}', '${1ST}'])('reports %s, which starts no variable reference, at its key', (value) => {
     const found = issues(`${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: "${value}" } }\n`, { TOKEN: 't' })
     expect(found).toEqual([{ path: 'upstreams.training.auth.bearer', message: expect.stringContaining('starts no variable reference') }])
   })
