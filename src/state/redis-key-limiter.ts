@@ -35,13 +35,12 @@ export class RedisKeyLimiter implements KeyLimiter {
   /** Every key this replica put tickets in Redis for: where orphans of a lost answer can be. */
   readonly #ticketed = new Set<string>()
   #renewal: NodeJS.Timeout | null = null
-  #reconcileAgain: NodeJS.Timeout | undefined
 
   constructor(link: RedisLink, options: RedisKeyLimiterOptions = {}) {
     this.#link = link
     this.#options = options
     link.on('up', this.#renew)
-    link.on('up', this.#reconcile)
+    link.on('reconcile', this.#reconcile)
   }
 
   async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
@@ -101,9 +100,8 @@ export class RedisKeyLimiter implements KeyLimiter {
   /** Stops the renewal timer (the connection is closed after this). */
   dispose(): void {
     this.#stopRenewal()
-    clearTimeout(this.#reconcileAgain)
     this.#link.off('up', this.#renew)
-    this.#link.off('up', this.#reconcile)
+    this.#link.off('reconcile', this.#reconcile)
   }
 
   #ticket(keyId: string, keys: KeyLimitKeys, ticketId: string, limits: KeyLimitSettings): KeyTicket {
@@ -149,24 +147,13 @@ export class RedisKeyLimiter implements KeyLimiter {
     this.#renewal = null
   }
 
-  /**
-   * Redis answers again: the tickets no request here holds are dropped, now
-   * and once more a backstop later (see RedisModelSlots' reconcile), so a
-   * lost answer does not hold a share of the key's concurrency for a TTL.
-   */
-  readonly #reconcile = (): void => {
-    const issuedBeforeUp = this.#link.issuedBeforeUp()
-    if (issuedBeforeUp === 0) return
-    const run = () => {
-      for (const keyId of this.#ticketed) {
-        const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
-        const held = this.#held.get(keyId) ?? []
-        this.#link.run('sluiceKeyReconcile', [keys.rate, keys.active], [this.#now(), this.#link.replicaId, issuedBeforeUp, ...held]).catch(() => undefined)
-      }
+  /** Redis answers again (RedisLink's 'reconcile'): tickets of lost answers no longer hold a share of a key's concurrency. */
+  readonly #reconcile = (issuedBeforeUp: number): void => {
+    for (const keyId of this.#ticketed) {
+      const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
+      const held = this.#held.get(keyId) ?? []
+      this.#link.run('sluiceKeyReconcile', [keys.rate, keys.active], [this.#now(), this.#link.replicaId, issuedBeforeUp, ...held]).catch(() => undefined)
     }
-    run()
-    clearTimeout(this.#reconcileAgain)
-    this.#reconcileAgain = setTimeout(run, this.#link.timings.backstopMs).unref()
   }
 
   /** One script per key holding tickets; also run when Redis comes back. */

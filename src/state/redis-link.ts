@@ -8,8 +8,8 @@
  * to local limits. An admission call also fails when Redis takes longer than
  * its budget (50 ms); its late answer is undone. An answer lost with the
  * connection (Redis hung, then the health check dropped it) cannot be
- * undone that way: when Redis answers again, the stores drop what no
- * request holds (`issuedBeforeUp`).
+ * undone that way: when Redis answers again, the link asks the stores to
+ * drop what no request holds ('reconcile').
  */
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
@@ -59,7 +59,7 @@ export interface ReplicaMessage {
 type ScriptName = SlotScript | KeyScript | HealthScript
 type ScriptCall = (...args: (string | number)[]) => Promise<unknown>
 
-export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
+export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reconcile: [issuedBeforeUp: number] }> {
   readonly replicaId = randomBytes(6).toString('hex')
   readonly keyPrefix: string
   readonly timings: Required<RedisTimings>
@@ -74,7 +74,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
   #pending = 0
   #idle: (() => void)[] = []
   #serial = 0
-  #issuedBeforeUp = 0
+  #reconcileAgain: NodeJS.Timeout | undefined
   #closed = false
 
   constructor(settings: RedisLinkSettings) {
@@ -128,16 +128,6 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
   /** A new id for a waiter, lease or ticket: `<replica id>/<n>` (scripts read the owner from it). */
   newId(): string {
     return `${this.replicaId}/${(++this.#serial).toString(36)}`
-  }
-
-  /**
-   * The serial of the last id handed out before Redis last became reachable.
-   * A call of such an id whose answer was lost with the connection (late,
-   * then cut off; a release while Redis hung) may have left an entry in
-   * Redis: whatever of them no request here still holds is an orphan.
-   */
-  issuedBeforeUp(): number {
-    return this.#issuedBeforeUp
   }
 
   /** This replica's channel prefix as scripts publish to it (`<prefix>replica:<id>`). */
@@ -223,6 +213,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
     if (this.#closed) return
     this.#closed = true
     clearInterval(this.#health)
+    clearTimeout(this.#reconcileAgain)
     this.#channels.clear()
     this.#models.clear()
     await Promise.all([quit(this.#client), quit(this.#subscriber)])
@@ -245,11 +236,32 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: [] }> {
     if (this.#closed || this.#state === 'up') return
     const before = this.#state
     this.#state = 'up'
-    this.#issuedBeforeUp = this.#serial
+    const issuedBeforeUp = this.#serial
     this.#upGauge?.set(1)
     if (before === 'down') this.#logger.info('Redis reachable again: admission uses the shared state')
     else this.#logger.info('Redis connected: admission uses the shared state')
     this.emit('up')
+    this.#reconcile(issuedBeforeUp)
+  }
+
+  /**
+   * A call of an id handed out before Redis became reachable again (up to
+   * serial `issuedBeforeUp`) whose answer was lost with the old connection
+   * (late, then cut off; a release while Redis hung) may have left an entry
+   * that no request here holds: a lease would keep its slot from every
+   * replica for a TTL. The stores drop such entries on 'reconcile', now and
+   * once more a backstop later, for commands Redis reads off the old
+   * connection only after the new one's. Newer ids are never touched: their
+   * calls may still be on the wire.
+   */
+  #reconcile(issuedBeforeUp: number): void {
+    if (issuedBeforeUp === 0) return
+    this.emit('reconcile', issuedBeforeUp)
+    clearTimeout(this.#reconcileAgain)
+    this.#reconcileAgain = setTimeout(() => {
+      if (this.#state === 'up' && !this.#closed) this.emit('reconcile', issuedBeforeUp)
+    }, this.timings.backstopMs)
+    this.#reconcileAgain.unref()
   }
 
   #markDown(reason: string): void {

@@ -69,7 +69,7 @@ export class SlotCalls {
     return this.#call('sluiceSlotRenew', [...leases].flatMap(([id, backend]) => [backend, id]))
   }
 
-  /** `issuedBeforeUp`: see RedisLink; `kept`: the lease and waiter ids this replica holds. */
+  /** `issuedBeforeUp`: see RedisLink's reconcile; `kept`: the lease and waiter ids this replica holds. */
   reconcile(issuedBeforeUp: number, kept: readonly string[]): Promise<SlotReply> {
     return this.#call('sluiceSlotReconcile', [issuedBeforeUp, ...kept])
   }

@@ -44,7 +44,6 @@ export class RedisModelSlots implements ModelSlots {
   #serveAgain = false
   /** The waiter a claim is out for: the backstop must not call it gone before the claim's answer is read. */
   #claimingFor: string | null = null
-  #reconcileAgain: NodeJS.Timeout | undefined
   #closed = false
 
   constructor(settings: ModelSlotSettings, clock: Clock, observer: AdmissionObserver, link: RedisLink) {
@@ -64,7 +63,7 @@ export class RedisModelSlots implements ModelSlots {
     })
     link.listen(settings.model, (message) => this.#onMessage(message))
     link.on('down', this.#onDown)
-    link.on('up', this.#reconcile)
+    link.on('reconcile', this.#reconcile)
     link.on('resync', this.#sync)
   }
 
@@ -124,9 +123,8 @@ export class RedisModelSlots implements ModelSlots {
   dispose(): void {
     this.#waiters.dispose()
     this.#leases.dispose()
-    clearTimeout(this.#reconcileAgain)
     this.#link.off('down', this.#onDown)
-    this.#link.off('up', this.#reconcile)
+    this.#link.off('reconcile', this.#reconcile)
     this.#link.off('resync', this.#sync)
   }
 
@@ -299,24 +297,11 @@ export class RedisModelSlots implements ModelSlots {
     )
   }
 
-  /**
-   * Redis answers again. The calls whose answers were lost with the old
-   * connection (an arrival that ran late and was then cut off, a release
-   * while Redis hung) may have left leases and queue entries that no
-   * request here holds; a lease would keep its slot from every replica for
-   * a whole TTL. They are dropped now, and once more a backstop later, for
-   * the commands Redis reads off the old connection only after this one.
-   */
-  readonly #reconcile = (): void => {
-    const issuedBeforeUp = this.#link.issuedBeforeUp()
-    if (issuedBeforeUp === 0 || this.#closed) return
-    const run = () => {
-      const kept = [...this.#leases.ids(), ...this.#waiters.all().map((waiter) => waiter.id)]
-      this.#fire(this.#calls.reconcile(issuedBeforeUp, kept))
-    }
-    run()
-    clearTimeout(this.#reconcileAgain)
-    this.#reconcileAgain = setTimeout(run, this.#link.timings.backstopMs).unref()
+  /** Redis answers again (RedisLink's 'reconcile'): leases and queue entries of lost answers are dropped. */
+  readonly #reconcile = (issuedBeforeUp: number): void => {
+    if (this.#closed) return
+    const kept = [...this.#leases.ids(), ...this.#waiters.all().map((waiter) => waiter.id)]
+    this.#fire(this.#calls.reconcile(issuedBeforeUp, kept))
   }
 
   /** Redis went away: waiters are handed back to the caller, which admits them on local limits. */

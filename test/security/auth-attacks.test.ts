@@ -16,21 +16,15 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Agent } from 'node:http'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-http.js'
-import { basicHeader, CHECKPOINT_MODEL, startSecurityFixture, TRAINING_MODEL, type SecurityFixture, type StandInCounts } from '../support/security-fixture.js'
+import { basicHeader, CHECKPOINT_MODEL, useSecurityFixture, TRAINING_MODEL, type SecurityFixture, type StandInCounts } from '../support/security-fixture.js'
 import type { TestKey } from '../support/gateway.js'
 
 let fx: SecurityFixture
 const answers: RawResponse[] = []
 
-beforeAll(async () => {
-  fx = await startSecurityFixture()
-}, 20_000)
-
-afterAll(async () => {
-  await fx?.close()
-})
+useSecurityFixture((started) => (fx = started))
 
 async function send(route: RouteCase, authorization: readonly string[], agent?: Agent): Promise<RawResponse> {
   const headers: Record<string, string | string[]> = {}

@@ -5,19 +5,13 @@
  * first and no body is asked for (Node used to say 100 on arrival).
  */
 import { connect } from 'node:net'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { parseResponses } from '../support/raw-http.js'
-import { BODY_LIMIT, startSecurityFixture, type SecurityFixture } from '../support/security-fixture.js'
+import { BODY_LIMIT, useSecurityFixture, type SecurityFixture } from '../support/security-fixture.js'
 
 let fx: SecurityFixture
 
-beforeAll(async () => {
-  fx = await startSecurityFixture()
-}, 20_000)
-
-afterAll(async () => {
-  await fx?.close()
-})
+useSecurityFixture((started) => (fx = started))
 
 const BODY = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
 

@@ -7,19 +7,13 @@
  * (found by the property tests and fixed since; each says what the contract
  * wants and what used to happen).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { exactRequest, expectErrorBody, rawExchange, type RawResponse } from '../support/raw-http.js'
-import { basicHeader, BODY_LIMIT, startSecurityFixture, TRAINING_MODEL, type SecurityFixture, type StandInCounts } from '../support/security-fixture.js'
+import { basicHeader, BODY_LIMIT, useSecurityFixture, TRAINING_MODEL, type SecurityFixture, type StandInCounts } from '../support/security-fixture.js'
 
 let fx: SecurityFixture
 
-beforeAll(async () => {
-  fx = await startSecurityFixture()
-}, 20_000)
-
-afterAll(async () => {
-  await fx?.close()
-})
+useSecurityFixture((started) => (fx = started))
 
 const CHAT = '/v1/chat/completions'
 const JOBS = '/v1/preview/training-jobs'

@@ -11,20 +11,14 @@
  * the stand-ins' raw request targets), with the upstream's own Host — never
  * the client's — and no override or forwarding header.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../../src/dev/recording-server.js'
 import { expectErrorBody, rawExchange } from '../support/raw-http.js'
-import { basicHeader, CHECKPOINT_MODEL, startSecurityFixture, TRAINING_MODEL, type SecurityFixture, type StandInCounts } from '../support/security-fixture.js'
+import { basicHeader, CHECKPOINT_MODEL, useSecurityFixture, TRAINING_MODEL, type SecurityFixture, type StandInCounts } from '../support/security-fixture.js'
 
 let fx: SecurityFixture
 
-beforeAll(async () => {
-  fx = await startSecurityFixture()
-}, 20_000)
-
-afterAll(async () => {
-  await fx?.close()
-})
+useSecurityFixture((started) => (fx = started))
 
 type Upstream = keyof StandInCounts
 

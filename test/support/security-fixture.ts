@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
+import { afterAll, beforeAll } from 'vitest'
 import { deriveScrypt, formatScryptHash } from '../../src/auth/scrypt-hash.js'
 import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/object-store-stand-in.js'
 import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
@@ -183,4 +184,16 @@ export async function startSecurityFixture(options: FixtureOptions = {}): Promis
       await closeStandIns()
     },
   }
+}
+
+/** Inside a test file: starts the fixture before its tests and closes it after them; `onStarted` receives it. */
+export function useSecurityFixture(onStarted: (fixture: SecurityFixture) => void, options: FixtureOptions = {}): void {
+  let started: SecurityFixture | undefined
+  beforeAll(async () => {
+    started = await startSecurityFixture(options)
+    onStarted(started)
+  }, 20_000)
+  afterAll(async () => {
+    await started?.close()
+  })
 }
