@@ -1,12 +1,13 @@
 /**
  * ISO 8601 date-times as Python's `datetime.isoformat()` writes them (the
  * training upstream's own format): `YYYY-MM-DDTHH:MM[:SS[.fraction]]` with an
- * optional `Z` or `±HH[:MM]` offset. RFC 3339's `date-time` would require the
- * offset. Every component is range-checked (no Feb 30, no hour 24), which
+ * optional `Z` or `±HH[:MM]` offset. The separator may also be a space
+ * (`str(datetime)`) or a lowercase `t` (RFC 3339 allows it). RFC 3339's
+ * `date-time` would require the offset. Every component is range-checked (no Feb 30, no hour 24), which
  * `Date.parse` does not do: it rolls impossible dates over.
  */
 
-const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2})(?::?(\d{2}))?)?$/
+const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2})(?::?(\d{2}))?)?$/
 
 function daysInMonth(year: number, month: number): number {
   if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28
