@@ -46,19 +46,24 @@ const rules: readonly Rule[] = [
     if (body.stream_options === undefined || body.stream === true) return null
     return { param: 'stream_options', message: 'is only allowed when stream is true' }
   },
+  // vLLM's check_logprobs: −1 ("all") asks for logprobs as much as a positive count does; 0 asks for none.
   function topLogprobsNeedLogprobs(body) {
-    if (body.top_logprobs === undefined || body.top_logprobs === null || body.top_logprobs <= 0 || body.logprobs === true) return null
-    return { param: 'top_logprobs', message: 'greater than 0 needs logprobs set to true' }
+    if (!asksForLogprobs(body.top_logprobs) || body.logprobs === true) return null
+    return { param: 'top_logprobs', message: 'other than 0 needs logprobs set to true' }
   },
   function promptLogprobsNotStreamed(body) {
-    if (body.prompt_logprobs === undefined || body.prompt_logprobs === null || body.stream !== true) return null
-    return { param: 'prompt_logprobs', message: 'is not available when stream is true' }
+    if (!asksForLogprobs(body.prompt_logprobs) || body.stream !== true) return null
+    return { param: 'prompt_logprobs', message: 'other than 0 is not available when stream is true' }
   },
   function cacheSaltNotEmpty(body) {
     if (body.cache_salt !== '') return null
     return { param: 'cache_salt', message: 'must be a non-empty string when given' }
   },
 ]
+
+function asksForLogprobs(count: number | null | undefined): boolean {
+  return count !== undefined && count !== null && count !== 0
+}
 
 export function findRuleViolation(body: ChatCompletionBody, model: ModelFacts): RuleViolation | null {
   for (const rule of rules) {

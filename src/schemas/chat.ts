@@ -99,7 +99,7 @@ export const ChatCompletionRequest = Type.Object({
   skip_special_tokens: Type.Optional(Bool),
   spaces_between_special_tokens: Type.Optional(Bool),
   truncate_prompt_tokens: Type.Optional(nullable(inRange(WIDE_INTEGER_BOUNDS.truncate_prompt_tokens!))),
-  prompt_logprobs: Type.Optional(nullable(Int)),
+  prompt_logprobs: Type.Optional(nullable(Type.Integer({ minimum: -1 }))),
   allowed_token_ids: Type.Optional(nullable(IntArray)),
   bad_words: Type.Optional(Type.Array(Str)),
   echo: Type.Optional(Bool),

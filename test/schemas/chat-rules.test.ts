@@ -112,8 +112,9 @@ describe('findRuleViolation', () => {
       ['logprobs absent', {}],
       ['logprobs false', { logprobs: false }],
       ['logprobs null', { logprobs: null }],
-    ])('greater than 0 is refused with %s', (_name, fields) => {
+    ])('greater than 0, or -1 (all), is refused with %s', (_name, fields) => {
       expect(paramOf({ ...fields, top_logprobs: 2 })).toBe('top_logprobs')
+      expect(paramOf({ ...fields, top_logprobs: -1 })).toBe('top_logprobs')
     })
 
     it('greater than 0 is accepted with logprobs true', () => {
@@ -127,9 +128,13 @@ describe('findRuleViolation', () => {
   })
 
   describe('prompt_logprobs', () => {
-    it('is refused with stream true', () => {
+    it('greater than 0, or -1 (all), is refused with stream true', () => {
       expect(paramOf({ prompt_logprobs: 1, stream: true })).toBe('prompt_logprobs')
-      expect(paramOf({ prompt_logprobs: 0, stream: true })).toBe('prompt_logprobs')
+      expect(paramOf({ prompt_logprobs: -1, stream: true })).toBe('prompt_logprobs')
+    })
+
+    it('0 asks for none, so vLLM accepts it with stream true', () => {
+      expect(paramOf({ prompt_logprobs: 0, stream: true })).toBeNull()
     })
 
     it('is accepted without stream, and null is accepted with stream', () => {

@@ -55,8 +55,8 @@ function ruleBroken(b: Record<string, unknown>, model: ChatModel): string | null
   if (b.priority !== undefined && b.priority !== 0 && !model.priorityScheduling) return 'priority without priority scheduling'
   if (b.continue_final_message === true && b.add_generation_prompt !== false) return 'continue_final_message with add_generation_prompt'
   if (b.stream_options !== undefined && b.stream_options !== null && b.stream !== true) return 'stream_options without stream'
-  if (typeof b.top_logprobs === 'number' && b.top_logprobs > 0 && b.logprobs !== true) return 'top_logprobs without logprobs'
-  if (b.prompt_logprobs !== undefined && b.prompt_logprobs !== null && b.stream === true) return 'prompt_logprobs with stream'
+  if (typeof b.top_logprobs === 'number' && b.top_logprobs !== 0 && b.logprobs !== true) return 'top_logprobs without logprobs'
+  if (typeof b.prompt_logprobs === 'number' && b.prompt_logprobs !== 0 && b.stream === true) return 'prompt_logprobs with stream'
   if (b.cache_salt === '') return 'empty cache_salt'
   return null
 }
