@@ -17,9 +17,9 @@ export interface Generation {
   handle(request: IncomingMessage, response: ServerResponse): void
   /** New requests get 503 `shutting_down`; waiters are answered 503 at once. */
   drain(): void
-  /** Resolves when every request this generation took has ended. */
+  /** Resolves when every request this generation took has ended; any number of callers may wait. */
   idle(): Promise<void>
-  /** Frees what it holds (app hooks, pools, timers, connections to Redis). */
+  /** Frees what it holds (app hooks, pools, timers, connections to Redis); a second call gets the first's promise. */
   close(): Promise<void>
 }
 
@@ -27,7 +27,9 @@ export async function startGeneration(config: GatewayConfig, logger: Logger, ove
   const context = buildContext(config, logger, overrides)
   const { app, handle, startDraining } = await buildApp(context)
   let active = 0
-  let onIdle: (() => void) | null = null
+  // A shutdown during a reload waits on a retiring generation the reload already waits on.
+  let idleWaiters: (() => void)[] = []
+  let closing: Promise<void> | undefined
   context.monitor.start()
   return {
     config,
@@ -37,7 +39,11 @@ export async function startGeneration(config: GatewayConfig, logger: Logger, ove
       // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
       response.on('close', () => {
         active--
-        if (active === 0) onIdle?.()
+        if (active === 0 && idleWaiters.length > 0) {
+          const waiters = idleWaiters
+          idleWaiters = []
+          for (const resolve of waiters) resolve()
+        }
       })
       handle(request, response)
     },
@@ -47,12 +53,15 @@ export async function startGeneration(config: GatewayConfig, logger: Logger, ove
     },
     idle() {
       if (active === 0) return Promise.resolve()
-      return new Promise((resolve) => (onIdle = resolve))
+      return new Promise((resolve) => idleWaiters.push(resolve))
     },
-    async close() {
-      context.monitor.stop()
-      await app.close()
-      await context.close()
+    close() {
+      closing ??= (async () => {
+        context.monitor.stop()
+        await app.close()
+        await context.close()
+      })()
+      return closing
     },
   }
 }
