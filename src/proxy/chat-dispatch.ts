@@ -82,7 +82,15 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     }
     if (response.statusCode >= 500) job.onFailure(backend, 'status_5xx')
     else job.onSuccess(backend)
-    const next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null
+    let next: SlotLease | null
+    try {
+      next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null
+    } catch (error) {
+      // The retry's admission failed: this answer is not the client's either, and its slot is free.
+      call.drop()
+      lease.release()
+      throw error
+    }
     if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call, retries: attempt, queueWaitMs }
     call.drop()
     lease.release()
