@@ -87,8 +87,12 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     settle(null)
     if (client.aborted) return unlessCutOff(reply, client)
     const reason = classifyUpstreamFailure(error)
-    ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
-    if (error instanceof AnswerTooLargeError) throw answerTooLargeError(answer.backend.name, error)
+    if (error instanceof AnswerTooLargeError) {
+      // The backend did nothing wrong: the answer is more than this gateway holds.
+      ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
+      throw answerTooLargeError(answer.backend.name, error)
+    }
+    reportBrokenAnswer(ctx, job.route, answer, reason)
     throw brokenAnswerError(reason, `backend "${answer.backend.name}"`, error)
   }
   if (answer.statusCode !== 200) {
@@ -99,8 +103,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   settle(usage ?? null)
   if (usage === undefined) {
     // A success that is not a completion at all is a broken backend, not an answer to pass on.
-    ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason: 'bad_response' })
-    ctx.monitor.reportFailure(job.route, answer.backend, 'status')
+    reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
     throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
   }
   return sendAnswer(reply, answer.statusCode, responseHeaders, body)
@@ -155,8 +158,7 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
       if (answer.call.aborted && cutOff === null) return
       const failure = cutOff ?? brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
       if (cutOff === null) {
-        ctx.metrics.upstreamErrors.inc({ model, backend: answer.backend.name, reason: 'mid_stream' })
-        ctx.monitor.reportFailure(job.route, answer.backend, 'status')
+        reportBrokenAnswer(ctx, job.route, answer, 'mid_stream')
         request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
       }
       request.facts.errorCode = failure.code
@@ -165,6 +167,16 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   })
   // The backend sent its headers but no whole event yet: the client hears of the stream now.
   if (!res.headersSent && !res.writableEnded) res.flushHeaders()
+}
+
+/**
+ * An answer that broke after its head (cut off, not a completion, a stream
+ * that failed): counted, and a passive failure of its backend, whichever
+ * way the answer was being read.
+ */
+function reportBrokenAnswer(ctx: GatewayContext, route: ModelRoute, answer: ChatAnswer, reason: AttemptOutcome | 'mid_stream'): void {
+  ctx.metrics.upstreamErrors.inc({ model: route.name, backend: answer.backend.name, reason })
+  ctx.monitor.reportFailure(route, answer.backend, 'status')
 }
 
 /** The client left: nothing to answer. Cut off by the gateway: it hears why (503, in the error shape). */

@@ -200,6 +200,23 @@ describe('a stream that fails after it started', () => {
   })
 })
 
+describe('a non-stream answer that breaks halfway', () => {
+  // Regression: a broken stream was a passive failure of its backend, a broken JSON answer only a metric.
+  it('is a 502 and a passive failure of its backend, as a broken stream is', async () => {
+    const backend = await standIn({ fail: 'close_mid_stream' })
+    // Checks far apart: only the passive failure can take the backend out before the test ends.
+    const gw = await gateway({ retries: 0, health: { interval_ms: 60_000, unhealthy_after: 1 }, backends: [{ url: backend.url, name: 'b0' }] })
+    const up = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b0' })
+    expect(await pollUntil(async () => (await up()) === 1, 100)).not.toBeNull()
+
+    const { status, text } = await post(gw)
+
+    expect(status).toBe(502)
+    expect(JSON.parse(text)).toMatchObject({ error: { type: 'upstream_error' } })
+    expect(await up()).toBe(0)
+  })
+})
+
 describe('idle timeout', () => {
   it('ends a stream whose backend goes silent with an upstream_timeout error event and [DONE]', async () => {
     const chunk = (delta: Record<string, unknown>) =>
