@@ -6,6 +6,10 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Registry } from 'prom-client'
+import { GatewayError } from './errors/gateway-error.js'
+import { listenOn, urlOf } from './listen.js'
+
+const NOT_SERVED = JSON.stringify(new GatewayError('not_found', 'Only GET /metrics is served here.').toBody())
 
 export interface MetricsListener {
   readonly url: string
@@ -17,7 +21,7 @@ export async function startMetricsListener(registry: Registry, host: string, por
     const path = (request.url ?? '/').split('?')[0]
     if (request.method !== 'GET' || path !== '/metrics') {
       response.writeHead(404, { 'content-type': 'application/json' })
-      response.end(JSON.stringify({ error: { message: 'Only GET /metrics is served here.', type: 'not_found_error', param: null, code: 'not_found' } }))
+      response.end(NOT_SERVED)
       return
     }
     registry.metrics().then(
@@ -31,13 +35,9 @@ export async function startMetricsListener(registry: Registry, host: string, por
       },
     )
   })
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(port, host, () => resolve())
-  })
-  const address = server.address() as AddressInfo
+  await listenOn(server, host, port)
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`,
+    url: urlOf(host, (server.address() as AddressInfo).port),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve())

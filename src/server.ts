@@ -10,7 +10,7 @@
  *   streams finish within the grace period, then end the rest with
  *   `shutting_down` and close what still cannot end CUT_OFF_FLUSH_MS later.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { holdContinue } from './auth/expect-continue.js'
 import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
@@ -24,6 +24,7 @@ import { answerConnect, answerParserError } from './errors/parser-refusal.js'
 import { createMetrics } from './metrics/registry.js'
 import { forgetSeries, removedSeries } from './metrics/removed-series.js'
 import { startMetricsListener, type MetricsListener } from './metrics-listener.js'
+import { listenOn, urlOf } from './listen.js'
 
 /** How long answers cut off at the end of the grace period get to leave before their connections are closed. */
 const CUT_OFF_FLUSH_MS = 1000
@@ -79,7 +80,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   })
   let metricsListener: MetricsListener | null
   try {
-    await listen(server, config.server.host, config.server.port)
+    await listenOn(server, config.server.host, config.server.port)
     const metricsPort = config.server.metrics_port
     metricsListener = metricsPort === undefined ? null : await startMetricsListener(metrics.registry, config.server.host, metricsPort)
   } catch (error) {
@@ -92,7 +93,6 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     throw new StartError(error)
   }
   const { port } = server.address() as AddressInfo
-  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host
   let closing: Promise<void> | null = null
 
   async function reload(next: GatewayConfig): Promise<void> {
@@ -154,7 +154,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   }
 
   return {
-    url: `http://${host}:${port}`,
+    url: urlOf(config.server.host, port),
     metricsUrl: metricsListener?.url ?? null,
     get context() {
       return current.context
@@ -172,16 +172,6 @@ export class StartError extends Error {
     super(`cannot start: ${reason}`, { cause })
     this.name = 'StartError'
   }
-}
-
-function listen(server: Server, host: string, port: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(port, host, () => {
-      server.off('error', reject)
-      resolve()
-    })
-  })
 }
 
 function warnAboutListenerChanges(logger: Logger, before: GatewayConfig, after: GatewayConfig): void {
