@@ -82,7 +82,7 @@ export class BackendMonitor {
       for (const backend of route.backends) {
         // Health inherited from a previous generation may carry an ejection: publish when it ends.
         this.#publishWhenReopened(route, backend)
-        void this.#probeLoop(route, backend)
+        this.#probe(route, backend)
       }
     }
   }
@@ -118,6 +118,18 @@ export class BackendMonitor {
     if (reopensIn > 0) this.#after(reopensIn, () => this.#publish(route, backend))
   }
 
+  /**
+   * Runs the probe loop. A throw from what a verdict sets off (a hook, the
+   * board) would otherwise end this backend's probing for good and reach
+   * the process as an unhandled rejection: it is logged, and probing goes on.
+   */
+  #probe(route: ModelRoute, backend: Backend): void {
+    this.#probeLoop(route, backend).catch((error: unknown) => {
+      this.#logger.error({ err: error, model: route.name, backend: backend.name }, 'acting on a health check failed; checking again next interval')
+      this.#after(route.settings.health.interval_ms, () => this.#probe(route, backend))
+    })
+  }
+
   async #probeLoop(route: ModelRoute, backend: Backend): Promise<void> {
     if (this.#stopped) return
     const [healthy] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
@@ -125,7 +137,7 @@ export class BackendMonitor {
     // publish a verdict into the gauge the serving one shares.
     if (this.#stopped) return
     this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)))
-    this.#after(route.settings.health.interval_ms, () => void this.#probeLoop(route, backend))
+    this.#after(route.settings.health.interval_ms, () => this.#probe(route, backend))
   }
 
   async #checkHealth(route: ModelRoute, backend: Backend): Promise<boolean> {
