@@ -1,7 +1,8 @@
 /**
  * Everything the app depends on, built in one place (main.ts or a test) and
  * passed down: configuration, logger, clock, randomness, metrics, backends.
- * No module keeps state of its own.
+ * No module keeps state of its own beyond marks on a request's own objects
+ * (a symbol property, a WeakSet entry) that go with them.
  */
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'

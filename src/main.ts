@@ -1,7 +1,8 @@
 /**
  * The entry point: parses the command line, loads the configuration, starts
- * the gateway and wires the process signals. The only module that touches
- * `process`.
+ * the gateway and wires the process signals. The only module that reads
+ * `process` (environment, arguments, signals); log-destination.ts alone
+ * also reports to its stderr and flushes on its exit.
  */
 import { parseArguments, USAGE, UsageError } from './cli/arguments.js'
 import { runCheck } from './cli/check.js'

@@ -14,8 +14,8 @@ export interface Authenticators {
   readonly bearer: BearerKeyring
   /** What each connection already proved (this generation's keys and users). */
   readonly proven: ProvenCredentials
-  /** Basic credential check; null when no users are configured or not yet supported. */
-  readonly basic: ((username: string, password: string) => Promise<Principal | null>) | null
+  /** Basic credential check (an unknown user costs a derivation too: auth/basic.ts). */
+  readonly basic: (username: string, password: string) => Promise<Principal | null>
 }
 
 const CHALLENGE = {
@@ -77,7 +77,6 @@ function findKey(token: string, authenticators: Authenticators): Principal | nul
 }
 
 async function findUser(encoded: string, authenticators: Authenticators): Promise<Principal | null> {
-  if (authenticators.basic === null) return null
   const decoded = decodeBasic(encoded)
   if (decoded === null) return null
   return authenticators.basic(decoded.username, decoded.password)

@@ -1,6 +1,7 @@
 /**
  * Every metric Sluice exports, defined once on a registry of its own (one per
- * app, so tests can build many apps in one process). Label values are only
+ * running gateway, shared by the generations its reloads create, so counters
+ * run on; tests build many in one process). Label values are only
  * ever configured names or fixed words, never raw request input.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'

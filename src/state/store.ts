@@ -1,9 +1,12 @@
 /**
  * The shared-state interface behind admission: per-model slots and wait
- * queue, and per-key limits. `memory-store.ts` keeps them in this process;
- * a Redis implementation makes them global across replicas. Both pass one
- * contract suite (test/state/). Everything is async so a networked store
- * fits the same shape.
+ * queue, and per-key limits. `memory-slots.ts` and `memory-key-limiter.ts`
+ * keep them in this process; the Redis ones make them global across
+ * replicas (and `failover-state.ts` falls back to the memory ones while
+ * Redis is away). Both kinds pass one contract suite (test/state/). What
+ * may wait on the network (admission, charging tokens) returns a promise;
+ * what reads or signals this replica's own view (depth, in flight, wake,
+ * turn away) is synchronous.
  */
 import type { KeyLimitSettings } from '../config/schema.js'
 

@@ -10,7 +10,7 @@ export interface BalancerCandidate {
 }
 
 export interface BackendStats {
-  /** Requests this gateway has in flight to the backend (global in Redis mode). */
+  /** Requests this replica has in flight to the backend (its own leases, in Redis mode too). */
   readonly inFlight: number
   /** vllm:num_requests_waiting from the backend's /metrics, undefined when unknown or stale. */
   readonly backendWaiting?: number
