@@ -51,3 +51,9 @@ export function brokenAnswerError(reason: UpstreamFailureReason, target: string,
   if (reason === 'timeout') return new GatewayError('upstream_timeout', `Upstream ${target} went silent in the middle of its answer.`, { cause })
   return new GatewayError('upstream_bad_response', `Upstream ${target} broke off its answer.`, { cause })
 }
+
+/** An answer over `server.answer_limit_bytes`: the target did nothing wrong, the gateway will not hold that much. */
+export function answerTooLargeError(target: string, limitBytes: number, cause: unknown): GatewayError {
+  const message = `Upstream ${target} sent an answer larger than ${limitBytes} bytes, the most this gateway holds (server.answer_limit_bytes); ask for a stream instead.`
+  return new GatewayError('upstream_bad_response', message, { cause })
+}

@@ -8,7 +8,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
-import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { answerTooLargeError, brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
 import type { KeyTicket, ModelSlots } from '../state/store.js'
@@ -20,7 +20,6 @@ import type { ClientDeparture } from './client-departure.js'
 import { SseRelay } from './sse-relay.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
-import { GatewayError } from '../errors/gateway-error.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -90,7 +89,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     if (error instanceof AnswerTooLargeError) {
       // The backend did nothing wrong: the answer is more than this gateway holds.
       ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
-      throw answerTooLargeError(answer.backend.name, error)
+      throw answerTooLargeError(`backend "${answer.backend.name}"`, error.limitBytes, error)
     }
     reportBrokenAnswer(ctx, job.route, answer, reason)
     throw brokenAnswerError(reason, `backend "${answer.backend.name}"`, error)
@@ -223,11 +222,6 @@ function backendStats(ctx: GatewayContext, route: ModelRoute, slots: ModelSlots,
       return [name, { inFlight: slots.inFlight(name), backendWaiting: load?.waiting, backendRunning: load?.running, kvCacheUsage: load?.kvCacheUsage }]
     }),
   )
-}
-
-function answerTooLargeError(backend: string, cause: AnswerTooLargeError): GatewayError {
-  const message = `Backend "${backend}" sent an answer larger than ${cause.limitBytes} bytes, the most this gateway holds (server.answer_limit_bytes); ask for a stream instead.`
-  return new GatewayError('upstream_bad_response', message, { cause })
 }
 
 function passiveFailureOf(outcome: AttemptOutcome): PassiveFailure {

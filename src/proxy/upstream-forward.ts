@@ -15,7 +15,7 @@ import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } 
 import { markCutOffable } from './in-flight-requests.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 
-export interface UpstreamCall {
+export interface PlatformRequest {
   /** HEAD stays HEAD: the upstream sends no body, so none is fetched only to be dropped. */
   readonly method: 'GET' | 'HEAD' | 'POST'
   /** Path and query, already safe to send. */
@@ -23,18 +23,18 @@ export interface UpstreamCall {
   readonly body: Buffer | null
 }
 
-export async function forwardToUpstream(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, call: UpstreamCall): Promise<FastifyReply> {
-  const client = new AbortController()
+export async function forwardToUpstream(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, call: PlatformRequest): Promise<FastifyReply> {
+  const upstreamAbort = new AbortController()
   // A shutdown's cut-off aborts with its own error: the client is told (503), or its access line says so.
-  markCutOffable(reply.raw, { cutOff: (reason) => client.abort(reason) })
+  markCutOffable(reply.raw, { cutOff: (reason) => upstreamAbort.abort(reason) })
   reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) client.abort()
+    if (!reply.raw.writableFinished) upstreamAbort.abort()
   })
-  const response = await callUpstream(ctx, request, upstream, call, client)
+  const response = await callUpstream(ctx, request, upstream, call, upstreamAbort)
   if (response === null) return reply
   request.facts.backend = upstream.name
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
-  watchBody(ctx, request, upstream, response.body, client.signal)
+  watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)
   headers['x-request-id'] = request.facts.requestId
   // The head leaves when fastify starts the body, not with its first byte: a
@@ -45,19 +45,19 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
 }
 
 /** The upstream's answer up to its headers; null when the client left first (nothing to answer). */
-async function callUpstream(ctx: GatewayContext, request: FastifyRequest, upstream: Upstream, call: UpstreamCall, client: AbortController): Promise<Dispatcher.ResponseData | null> {
+async function callUpstream(ctx: GatewayContext, request: FastifyRequest, upstream: Upstream, call: PlatformRequest, upstreamAbort: AbortController): Promise<Dispatcher.ResponseData | null> {
   const headers: HeaderMap = { ...forwardedRequestHeaders(request.headers), 'x-request-id': request.facts.requestId }
   if (call.body !== null) headers['content-type'] = 'application/json'
   const authorization = upstreamAuthorization(upstream.settings.auth, request.headers.authorization)
   if (authorization !== undefined) headers.authorization = authorization
 
   // On time, unlike undici's own headers timeout (a ~0.5 s tick): ends the call with the error that one raises.
-  const firstByte = setTimeout(() => client.abort(new errors.HeadersTimeoutError()), upstream.settings.timeouts.first_byte_ms)
+  const firstByte = setTimeout(() => upstreamAbort.abort(new errors.HeadersTimeoutError()), upstream.settings.timeouts.first_byte_ms)
   try {
-    return await upstream.pool.request({ method: call.method, path: upstream.pathFor(call.path), headers, body: call.body, signal: client.signal })
+    return await upstream.pool.request({ method: call.method, path: upstream.pathFor(call.path), headers, body: call.body, signal: upstreamAbort.signal })
   } catch (error) {
-    if (client.signal.reason instanceof GatewayError) throw client.signal.reason
-    if (client.signal.aborted && !(client.signal.reason instanceof errors.HeadersTimeoutError)) return null
+    if (upstreamAbort.signal.reason instanceof GatewayError) throw upstreamAbort.signal.reason
+    if (upstreamAbort.signal.aborted && !(upstreamAbort.signal.reason instanceof errors.HeadersTimeoutError)) return null
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason })
     throw upstreamError(reason, `"${upstream.name}"`, error)

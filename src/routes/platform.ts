@@ -17,7 +17,7 @@ import { TrainingJobRequest } from '../schemas/training.js'
 import { checkpointUpstreamPath, parseCheckpointQuery } from '../schemas/checkpoints.js'
 import { checkRequestIdHeader } from '../schemas/request-id.js'
 import type { RouteFamily } from '../request-facts.js'
-import { forwardToUpstream, type UpstreamCall } from '../proxy/upstream-forward.js'
+import { forwardToUpstream, type PlatformRequest } from '../proxy/upstream-forward.js'
 import { responseClosed } from '../proxy/client-departure.js'
 import { admitKeyLimits } from '../scheduling/key-policy.js'
 import type { KeyTicket } from '../state/store.js'
@@ -29,7 +29,7 @@ interface PlatformRoute {
   readonly upstream: UpstreamName
   readonly auth: AuthRequirement
   /** Validates the request (throwing a 400) and returns what to send upstream. */
-  readonly prepare: (request: FastifyRequest) => UpstreamCall
+  readonly prepare: (request: FastifyRequest) => PlatformRequest
 }
 
 const checkTrainingJob = compileBodyCheck(TrainingJobRequest)
@@ -37,7 +37,7 @@ const checkObjectRead = compileBodyCheck(ObjectReadRequest)
 
 /** A valid body goes upstream as the exact bytes the client sent. */
 function asReceived(check: (body: unknown) => unknown, path: string) {
-  return (request: FastifyRequest): UpstreamCall => {
+  return (request: FastifyRequest): PlatformRequest => {
     check(request.body)
     return { method: 'POST', path, body: request.rawBody }
   }

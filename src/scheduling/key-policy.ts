@@ -9,13 +9,12 @@ import type { Principal } from '../auth/principal.js'
 import { GatewayError } from '../errors/gateway-error.js'
 import type { Metrics } from '../metrics/registry.js'
 import type { AdmissionState } from '../state/memory-state.js'
-import { AdmissionRefused, type KeyTicket } from '../state/store.js'
+import { AdmissionRefused, UNLIMITED_TICKET, type KeyTicket } from '../state/store.js'
 import { retryAfterSeconds } from './admission.js'
 
-const UNLIMITED: KeyTicket = { chargeTokens: async () => undefined, release: () => undefined }
 
 export async function admitKey(state: AdmissionState, metrics: Metrics, principal: Principal | null, priority: number): Promise<KeyTicket> {
-  if (principal?.kind !== 'key') return UNLIMITED
+  if (principal?.kind !== 'key') return UNLIMITED_TICKET
   const { key } = principal
   if (key.min_priority !== undefined && priority < key.min_priority) {
     metrics.rejections.inc({ reason: 'priority_forbidden' })
@@ -26,7 +25,7 @@ export async function admitKey(state: AdmissionState, metrics: Metrics, principa
 
 /** The key's limits alone: concurrency, requests and tokens per minute. Other principals (Basic users) have none. */
 export async function admitKeyLimits(state: AdmissionState, metrics: Metrics, principal: Principal | null): Promise<KeyTicket> {
-  if (principal?.kind !== 'key' || principal.key.limits === undefined) return UNLIMITED
+  if (principal?.kind !== 'key' || principal.key.limits === undefined) return UNLIMITED_TICKET
   try {
     return await state.keys.admit(principal.key.id, principal.key.limits)
   } catch (error) {

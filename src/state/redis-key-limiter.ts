@@ -10,9 +10,8 @@ import type { KeyLimitSettings } from '../config/schema.js'
 import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
 import { keyLimitKeys, type KeyLimitKeys } from './redis-keys.js'
 import type { RedisLink } from './redis-link.js'
-import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
+import { UNLIMITED_TICKET, type KeyLimiter, type KeyTicket, type MinuteUse } from './store.js'
 
-const UNLIMITED: KeyTicket = { chargeTokens: async () => undefined, release: () => undefined }
 
 interface AdmitReply {
   readonly status: 'admitted' | 'concurrency' | 'rate_limit_tokens' | 'rate_limit_requests'
@@ -45,7 +44,7 @@ export class RedisKeyLimiter implements KeyLimiter {
 
   async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
     const { requests_per_minute: rpm, tokens_per_minute: tpm, max_concurrency: concurrency } = limits
-    if (rpm === undefined && tpm === undefined && concurrency === undefined) return UNLIMITED
+    if (rpm === undefined && tpm === undefined && concurrency === undefined) return UNLIMITED_TICKET
     const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
     const ticketId = this.#link.newId()
     if (concurrency !== undefined) this.#ticketed.add(keyId)

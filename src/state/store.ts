@@ -70,6 +70,9 @@ export interface ModelSlots {
   close(): void
 }
 
+/** The ticket of a request with no key limits to count against. */
+export const UNLIMITED_TICKET: KeyTicket = { chargeTokens: async () => undefined, release: () => undefined }
+
 export interface KeyTicket {
   /** Charges an answer's prompt + completion tokens against the key's budget. */
   chargeTokens(tokens: number): Promise<void>

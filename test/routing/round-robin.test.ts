@@ -1,8 +1,9 @@
 import { describe, it, expect } from 'vitest'
-import { pickSmoothWeighted, type WeightedCandidate } from '../../src/routing/balancers/round-robin.js'
+import type { BalancerCandidate } from '../../src/routing/balancers/balancer.js'
+import { pickSmoothWeighted } from '../../src/routing/balancers/round-robin.js'
 
 /** Picks `count` times, carrying the running weights; returns the chosen names and the final state. */
-function run(candidates: readonly WeightedCandidate[], count: number, start: ReadonlyMap<string, number> = new Map()) {
+function run(candidates: readonly BalancerCandidate[], count: number, start: ReadonlyMap<string, number> = new Map()) {
   let current = start
   const names: string[] = []
   for (let i = 0; i < count; i++) {

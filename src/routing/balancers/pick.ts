@@ -3,13 +3,14 @@
  * strategy. Round robin carries state between calls (returned, for the caller
  * to keep); the other strategies return the state they were given unchanged.
  */
+import type { BALANCERS } from '../../config/schema.js'
 import type { BackendStats, BalancerCandidate, BalancerRequest, Rng } from './balancer.js'
 import { pickLeastLoaded } from './least-loaded.js'
 import { pickPrefixAffine } from './prefix-affinity.js'
 import { pickSmoothWeighted } from './round-robin.js'
 
 /** The config's `models[].balance` values. */
-export type BalanceStrategy = 'round_robin' | 'least_loaded' | 'prefix_affinity'
+export type BalanceStrategy = (typeof BALANCERS)[number]
 
 export interface BackendPick {
   /** Index into the candidates. */

@@ -5,11 +5,7 @@
  *
  * Pure: the running weights go in and come out; the caller keeps them.
  */
-
-export interface WeightedCandidate {
-  readonly name: string
-  readonly weight: number
-}
+import type { BalancerCandidate } from './balancer.js'
 
 export interface RoundRobinPick {
   /** Index into the candidates. */
@@ -19,7 +15,7 @@ export interface RoundRobinPick {
 }
 
 export function pickSmoothWeighted(
-  candidates: readonly WeightedCandidate[],
+  candidates: readonly BalancerCandidate[],
   current: ReadonlyMap<string, number>,
 ): RoundRobinPick {
   if (candidates.length === 0) throw new Error('pickSmoothWeighted needs at least one candidate')
