@@ -15,7 +15,7 @@
  * - leases are renewed every TTL/3, so a dead replica's slots expire.
  *
  * A call that cannot reach Redis rejects the acquire with RedisUnavailable,
- * and so do waiters when Redis goes away: the caller (failover-state.ts)
+ * and so do waiters when Redis goes away: the caller (failover-model-slots.ts)
  * admits them on local limits.
  */
 import type { Clock } from '../context.js'

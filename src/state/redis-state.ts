@@ -1,13 +1,14 @@
 /**
  * Admission state shared by every replica through Redis (`state.kind:
  * redis`), with this replica's memory state as the fallback while Redis is
- * unreachable (failover-state.ts).
+ * unreachable (failover-model-slots.ts, failover-key-limiter.ts).
  */
 import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
 import type { GatewayConfig } from '../config/resolve.js'
 import type { Metrics } from '../metrics/registry.js'
-import { FailoverKeyLimiter, FailoverModelSlots } from './failover-state.js'
+import { FailoverKeyLimiter } from './failover-key-limiter.js'
+import { FailoverModelSlots } from './failover-model-slots.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import { MemoryModelSlots } from './memory-slots.js'
 import { modelSlotSettings, type AdmissionState } from './memory-state.js'

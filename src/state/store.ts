@@ -2,7 +2,7 @@
  * The shared-state interface behind admission: per-model slots and wait
  * queue, and per-key limits. `memory-slots.ts` and `memory-key-limiter.ts`
  * keep them in this process; the Redis ones make them global across
- * replicas (and `failover-state.ts` falls back to the memory ones while
+ * replicas (and the failover ones fall back to the memory ones while
  * Redis is away). Both kinds pass one contract suite (test/state/). What
  * may wait on the network (admission, charging tokens) returns a promise;
  * what reads or signals this replica's own view (depth, in flight, wake,

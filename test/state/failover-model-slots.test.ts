@@ -8,7 +8,7 @@
  */
 import { EventEmitter } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { FailoverModelSlots, type AdoptingModelSlots } from '../../src/state/failover-state.js'
+import { FailoverModelSlots, type AdoptingModelSlots } from '../../src/state/failover-model-slots.js'
 import { MemoryModelSlots } from '../../src/state/memory-slots.js'
 import { RedisUnavailable, type RedisLink } from '../../src/state/redis-link.js'
 import type { SlotLease, SlotRequest } from '../../src/state/store.js'

@@ -1,15 +1,14 @@
 /**
- * Redis mode's outage behaviour (DESIGN.md "Shared state"): each call goes to
- * the shared (Redis) store while Redis is reachable, and to this replica's
- * memory store when it is not, or when that one call failed or ran over its
- * budget. A lease or ticket is given back to the store that granted it, so
- * nothing granted during an outage is counted twice or leaks; waiters queued
- * in Redis when it goes away move to the local queue.
+ * Redis mode's outage behaviour for model slots (DESIGN.md "Shared state"):
+ * each admission goes to the shared (Redis) store while Redis is reachable,
+ * and to this replica's memory store when it is not, or when that one call
+ * failed or ran over its budget. A lease is given back to the store that
+ * granted it, so nothing granted during an outage is counted twice or leaks;
+ * waiters queued in Redis when it goes away move to the local queue.
+ * (failover-key-limiter.ts does the same for keys' limits.)
  */
-import type { KeyLimitSettings } from '../config/schema.js'
 import { RedisUnavailable, type RedisLink } from './redis-link.js'
-import type { MemoryKeyLimiter } from './memory-key-limiter.js'
-import type { DepartureSignal, KeyLimiter, KeyTicket, ModelSlots, SlotLease, SlotRequest, MinuteUse } from './store.js'
+import type { DepartureSignal, ModelSlots, SlotLease, SlotRequest } from './store.js'
 
 /** The shared store as failover uses it: slots, and taking over requests admitted locally once Redis is back. */
 export interface AdoptingModelSlots extends ModelSlots {
@@ -198,142 +197,5 @@ export class FailoverModelSlots implements ModelSlots {
   close(): void {
     this.#shared.close()
     this.#local.close()
-  }
-}
-
-/** The shared key limiter as failover uses it: limits, and taking over what was admitted locally. */
-export interface AdoptingKeyLimiter extends KeyLimiter {
-  /** Counts a locally admitted share of `keyId` in the shared store until the returned release is called. */
-  adopt(keyId: string): () => void
-  /** Counts requests and tokens against the key's shared per-minute limits; rejects with RedisUnavailable. */
-  debit(keyId: string, limits: KeyLimitSettings, use: MinuteUse): Promise<void>
-}
-
-/** A concurrency share admitted on local limits and still held; `release` of its shared ticket once adopted. */
-interface LocalShare {
-  readonly keyId: string
-  releaseAdopted: (() => void) | null
-}
-
-/**
- * Keys' limits, shared or local. Whatever the local buckets counted while
- * Redis was away (requests admitted, tokens of answers that ended then) is
- * carried into Redis's buckets when it answers again, net of what a minute
- * has refilled since, so the minute around an outage is not allowed twice.
- */
-export class FailoverKeyLimiter implements KeyLimiter {
-  readonly #shared: AdoptingKeyLimiter
-  readonly #local: MemoryKeyLimiter
-  readonly #link: RedisLink
-  readonly #heldLocally = new Set<LocalShare>()
-  /** Per key, the tickets Redis admitted that are still running here (local concurrency counts them, as slots count their leases). */
-  readonly #heldShared = new Map<string, number>()
-  /** One carry at a time: each reads the local use only after the previous one handed its part over. */
-  #carrying: Promise<void> = Promise.resolve()
-
-  constructor(shared: AdoptingKeyLimiter, local: MemoryKeyLimiter, link: RedisLink) {
-    this.#shared = shared
-    this.#local = local
-    this.#link = link
-    link.on('up', this.#takeOverLocalAdmissions)
-  }
-
-  async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
-    if (this.#link.up()) {
-      try {
-        const ticket = this.#chargedLocallyWhileAway(await this.#shared.admit(keyId, limits), keyId, limits)
-        return limits.max_concurrency === undefined ? ticket : this.#countedHere(ticket, keyId)
-      } catch (error) {
-        if (!(error instanceof RedisUnavailable)) throw error
-      }
-    }
-    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, this.#heldShared.get(keyId) ?? 0), keyId, limits)
-    return limits.max_concurrency === undefined ? ticket : this.#trackedLocal(keyId, ticket)
-  }
-
-  /** Resolves when the use counted locally so far has been carried into Redis (or failed to be, and stays local). */
-  carried(): Promise<void> {
-    return this.#carrying
-  }
-
-  /** As for slots: a share held on local limits is carried into Redis when it answers again. */
-  #trackedLocal(keyId: string, ticket: KeyTicket): KeyTicket {
-    const share: LocalShare = { keyId, releaseAdopted: null }
-    this.#heldLocally.add(share)
-    if (this.#link.up()) share.releaseAdopted = this.#shared.adopt(keyId)
-    return {
-      chargeTokens: (tokens) => ticket.chargeTokens(tokens),
-      release: () => {
-        if (!this.#heldLocally.delete(share)) return
-        ticket.release()
-        share.releaseAdopted?.()
-      },
-    }
-  }
-
-  /** A ticket Redis admitted, counted here until it is released (an outage meanwhile must not admit past the key's concurrency). */
-  #countedHere(ticket: KeyTicket, keyId: string): KeyTicket {
-    this.#heldShared.set(keyId, (this.#heldShared.get(keyId) ?? 0) + 1)
-    let released = false
-    return {
-      chargeTokens: (tokens) => ticket.chargeTokens(tokens),
-      release: () => {
-        if (released) return
-        released = true
-        const left = (this.#heldShared.get(keyId) ?? 1) - 1
-        if (left > 0) this.#heldShared.set(keyId, left)
-        else this.#heldShared.delete(keyId)
-        ticket.release()
-      },
-    }
-  }
-
-  /** The tokens of an answer admitted through Redis that ends while Redis is away are counted locally, and carried later. */
-  #chargedLocallyWhileAway(ticket: KeyTicket, keyId: string, limits: KeyLimitSettings): KeyTicket {
-    return {
-      release: () => ticket.release(),
-      chargeTokens: async (tokens) => {
-        try {
-          await ticket.chargeTokens(tokens)
-        } catch (error) {
-          if (!(error instanceof RedisUnavailable)) throw error
-          this.#local.charge(keyId, limits, tokens)
-        }
-      },
-    }
-  }
-
-  /** The tokens of an answer admitted locally that ends once Redis is back go to Redis directly. */
-  #chargedSharedOnceBack(ticket: KeyTicket, keyId: string, limits: KeyLimitSettings): KeyTicket {
-    return {
-      release: () => ticket.release(),
-      chargeTokens: async (tokens) => {
-        if (!this.#link.up()) return ticket.chargeTokens(tokens)
-        try {
-          await this.#shared.debit(keyId, limits, { requests: 0, tokens })
-        } catch (error) {
-          if (!(error instanceof RedisUnavailable)) throw error
-          await ticket.chargeTokens(tokens)
-        }
-      },
-    }
-  }
-
-  readonly #takeOverLocalAdmissions = (): void => {
-    for (const share of this.#heldLocally) share.releaseAdopted ??= this.#shared.adopt(share.keyId)
-    this.#carrying = this.#carrying.then(() => this.#carryLocalUse())
-  }
-
-  /** A key's use is given back locally only once Redis has counted it; a failed carry waits for the next return. */
-  async #carryLocalUse(): Promise<void> {
-    const carries = this.#local.usage().map(async (use) => {
-      try {
-        await this.#shared.debit(use.keyId, use.limits, use)
-        this.#local.giveBack(use)
-      } catch {
-        // Still counted locally: the next time Redis is back carries it.
-      }
-    })
-    await Promise.all(carries)
   }
 }
