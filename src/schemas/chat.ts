@@ -68,7 +68,7 @@ export const ChatCompletionRequest = Type.Object({
       ),
     }),
   ),
-  seed: Type.Optional(nullable(inRange(WIDE_INTEGER_BOUNDS.seed!))),
+  seed: Type.Optional(nullable(inRange(WIDE_INTEGER_BOUNDS.seed))),
   // "list" in the interface; a single string is what OpenAI clients also send.
   // Not null: the interface marks a field that may be null `T|null` (vLLM
   // itself takes null here, but the contract is what is checked).
@@ -98,7 +98,7 @@ export const ChatCompletionRequest = Type.Object({
   min_tokens: Type.Optional(Int),
   skip_special_tokens: Type.Optional(Bool),
   spaces_between_special_tokens: Type.Optional(Bool),
-  truncate_prompt_tokens: Type.Optional(nullable(inRange(WIDE_INTEGER_BOUNDS.truncate_prompt_tokens!))),
+  truncate_prompt_tokens: Type.Optional(nullable(inRange(WIDE_INTEGER_BOUNDS.truncate_prompt_tokens))),
   prompt_logprobs: Type.Optional(nullable(Type.Integer({ minimum: -1 }))),
   allowed_token_ids: Type.Optional(nullable(IntArray)),
   bad_words: Type.Optional(Type.Array(Str)),

@@ -15,10 +15,10 @@ export interface IntegerBounds {
   readonly max: bigint
 }
 
-export const WIDE_INTEGER_BOUNDS: Readonly<Record<string, IntegerBounds>> = {
+export const WIDE_INTEGER_BOUNDS = {
   seed: { min: -9223372036854776000n, max: 9223372036854776000n },
   truncate_prompt_tokens: { min: -1n, max: 9223372036854776000n },
-}
+} as const satisfies Readonly<Record<string, IntegerBounds>>
 
 export interface BoundViolation {
   readonly param: string
@@ -30,7 +30,7 @@ const EXACT_DOUBLE_LIMIT = 2 ** 53
 const PLAIN_INTEGER = /^-?(?:0|[1-9][0-9]*)$/
 
 /** `raw`: the body's bytes, which parsed to `body`. The first wide member out of its bounds, or null. */
-export function findWideIntegerViolation(raw: Uint8Array | null, body: Readonly<Record<string, unknown>>, bounds = WIDE_INTEGER_BOUNDS): BoundViolation | null {
+export function findWideIntegerViolation(raw: Uint8Array | null, body: Readonly<Record<string, unknown>>, bounds: Readonly<Record<string, IntegerBounds>> = WIDE_INTEGER_BOUNDS): BoundViolation | null {
   let layout: ObjectLayout | null | undefined
   for (const name in bounds) {
     const value = body[name]

@@ -6,9 +6,12 @@ import { modelKeys, priorityPrefix, slotScriptKeys, type ModelKeys } from './red
 import type { RedisLink } from './redis-link.js'
 import type { SlotScript } from './lua/slot-scripts.js'
 
-export interface SlotReply {
-  readonly status: 'granted' | 'room' | 'none' | 'queued' | 'rejected' | 'gone' | 'behind' | 'full' | 'released' | 'left' | 'synced' | 'renewed' | 'reconciled'
-  readonly backend?: string
+type SlotStatus = 'granted' | 'room' | 'none' | 'queued' | 'rejected' | 'gone' | 'behind' | 'full' | 'released' | 'left' | 'synced' | 'renewed' | 'reconciled'
+
+/** A grant always names its backend (parseReply checks), so callers need no assertion. */
+export type SlotReply = SlotReplyFields & ({ readonly status: 'granted'; readonly backend: string } | { readonly status: Exclude<SlotStatus, 'granted'>; readonly backend?: string })
+
+interface SlotReplyFields {
   readonly room: readonly string[]
   readonly seq?: number
   /** Orphaned leases and queue entries removed (reconcile replies). */
@@ -95,14 +98,15 @@ export class SlotCalls {
 /** cjson writes an empty Lua table as `{}`: every list field is normalised to an array. */
 function parseReply(raw: unknown): SlotReply {
   const data = JSON.parse(String(raw)) as Record<string, unknown>
+  if (data.status === 'granted' && typeof data.backend !== 'string') throw new Error(`slot script granted no backend: ${String(raw)}`)
   const list = <T>(value: unknown): T[] => (Array.isArray(value) ? (value as T[]) : [])
   return {
     ...(data as object),
-    status: data.status as SlotReply['status'],
+    status: data.status as SlotStatus,
     room: list<string>(data.room),
     granted: list<string>(data.granted),
     gone: list<string>(data.gone),
     counts: list<number>(data.counts),
     handed: list<string>(data.handed),
-  }
+  } as SlotReply
 }

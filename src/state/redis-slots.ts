@@ -82,7 +82,7 @@ export class RedisModelSlots implements ModelSlots {
     const arrivedAt = this.#clock.now()
     const attempt = (preferred: string) => this.#link.budgeted(this.#calls.acquire(id, 0, preferred, 'try', exclude), (late) => this.#undoArrival(id, late))
     const reply = await this.#untilChosen(choose, exclude, attempt)
-    return reply?.status === 'granted' ? this.#lease(reply.backend!, id, arrivedAt, true) : null
+    return reply?.status === 'granted' ? this.#lease(reply.backend, id, arrivedAt, true) : null
   }
 
   wake(): void {
@@ -144,7 +144,7 @@ export class RedisModelSlots implements ModelSlots {
       if (waiter.phase === 'left') this.#undoArrival(waiter.id, reply)
       return
     }
-    if (reply.status === 'granted') this.#grant(waiter, reply.backend!)
+    if (reply.status === 'granted') this.#grant(waiter, reply.backend)
     else if (reply.status === 'queued') this.#waiters.queued(waiter, reply.seq ?? 0)
     else this.#waiters.drop(waiter, this.#refusal('queue_full'))
   }
@@ -172,7 +172,7 @@ export class RedisModelSlots implements ModelSlots {
 
   /** An arrival whose answer nobody waits for any more: gives back what it got. */
   #undoArrival(id: string, reply: SlotReply): void {
-    if (reply.status === 'granted') this.#fire(this.#calls.release(id, reply.backend!))
+    if (reply.status === 'granted') this.#fire(this.#calls.release(id, reply.backend))
     else if (reply.status === 'queued') this.#fire(this.#calls.leave([id]))
     if (reply.evicted !== undefined) this.#evicted(reply.evicted)
   }
@@ -267,11 +267,11 @@ export class RedisModelSlots implements ModelSlots {
     }
     if (reply === null) return false
     if (head.phase !== 'queued') {
-      if (head.phase === 'left' && reply.status === 'granted') this.#fire(this.#calls.release(head.id, reply.backend!))
+      if (head.phase === 'left' && reply.status === 'granted') this.#fire(this.#calls.release(head.id, reply.backend))
       return true
     }
     if (reply.status === 'granted') {
-      this.#grant(head, reply.backend!)
+      this.#grant(head, reply.backend)
       return true
     }
     // Not in the queue any more: evicted (its message lost) or dropped while this replica looked dead.
