@@ -15,7 +15,7 @@ import { buildModelRoutes, healthKnownTo, type ModelRoute } from './routing/mode
 import { BasicUserStore } from './auth/basic.js'
 import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
 import { Upstream } from './routing/upstream.js'
-import type { AdmissionState } from './state/memory-state.js'
+import type { AdmissionState } from './state/store.js'
 import { buildAdmissionState } from './state/admission-state.js'
 import type { RedisTimings } from './state/redis-link.js'
 import type { AdmissionObserver } from './state/store.js'
@@ -86,7 +86,15 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     }
   }
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
-  const state = overrides.state ?? buildAdmissionState(config, usable, clock, admissionMetrics(metrics), logger, metrics, overrides.redisTimings, overrides.slotPeers)
+  const state = overrides.state ?? buildAdmissionState(config, {
+      usable,
+      clock,
+      observer: admissionMetrics(metrics),
+      logger,
+      metrics,
+      redisTimings: overrides.redisTimings,
+      peers: overrides.slotPeers,
+    })
   const stopCountingQueues = metrics.queueDepths.add(() => [...models.keys()].map((model) => [model, state.slots.get(model)?.queueDepth() ?? 0] as const))
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD
   const monitor = new BackendMonitor(models, clock, metrics, logger, {

@@ -8,8 +8,7 @@
 import type { Principal } from '../auth/principal.js'
 import { GatewayError } from '../errors/gateway-error.js'
 import type { Metrics } from '../metrics/registry.js'
-import type { AdmissionState } from '../state/memory-state.js'
-import { AdmissionRefused, UNLIMITED_TICKET, type KeyTicket } from '../state/store.js'
+import { AdmissionRefused, UNLIMITED_TICKET, type AdmissionState, type KeyTicket } from '../state/store.js'
 import { retryAfterSeconds } from './admission.js'
 
 

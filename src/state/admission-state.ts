@@ -3,30 +3,35 @@ import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
 import type { GatewayConfig } from '../config/resolve.js'
 import type { Metrics } from '../metrics/registry.js'
-import { buildMemoryState, type AdmissionState } from './memory-state.js'
+import { buildMemoryState } from './memory-state.js'
 import type { RedisTimings } from './redis-link.js'
 import { buildRedisState } from './redis-state.js'
 import { NO_PEERS, type SlotPeers } from './slot-peers.js'
-import type { AdmissionObserver } from './store.js'
+import type { AdmissionObserver, AdmissionState } from './store.js'
 
 const REDIS_UP = 'sluice_redis_up'
 
-export function buildAdmissionState(
-  config: GatewayConfig,
-  usable: (model: string, backend: string) => boolean,
-  clock: Clock,
-  observer: AdmissionObserver,
-  logger: Logger,
-  metrics: Metrics,
-  redisTimings: RedisTimings = {},
-  peers: SlotPeers = NO_PEERS,
-): AdmissionState {
-  const { registry, redisUp } = metrics
+/** What an admission state is built from, besides the config. */
+export interface AdmissionDeps {
+  /** Whether a model's backend may take new requests (its health, backend-monitor.ts). */
+  readonly usable: (model: string, backend: string) => boolean
+  readonly clock: Clock
+  readonly observer: AdmissionObserver
+  readonly logger: Logger
+  readonly metrics: Metrics
+  /** Redis mode's lease, heartbeat and budget timings. [RedisLink's defaults] */
+  readonly redisTimings?: RedisTimings
+  /** Memory mode: the other generations' slots on the same backends. [none] */
+  readonly peers?: SlotPeers
+}
+
+export function buildAdmissionState(config: GatewayConfig, deps: AdmissionDeps): AdmissionState {
+  const { registry, redisUp } = deps.metrics
   if (config.state.kind !== 'redis') {
     // DESIGN.md: sluice_redis_up exists in redis mode; a memory gateway has no Redis to be down.
     registry.removeSingleMetric(REDIS_UP)
-    return buildMemoryState(config, usable, clock, observer, peers)
+    return buildMemoryState(config, deps.usable, deps.clock, deps.observer, deps.peers ?? NO_PEERS)
   }
   if (registry.getSingleMetric(REDIS_UP) === undefined) registry.registerMetric(redisUp)
-  return buildRedisState(config, usable, clock, observer, logger, metrics, redisTimings)
+  return buildRedisState(config, deps)
 }

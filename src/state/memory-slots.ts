@@ -7,25 +7,7 @@ import { backendsWithRoom, decideArrival } from '../scheduling/admission.js'
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
 import { slotRefusal } from './slot-refusals.js'
 import { observedLease } from './observed-lease.js'
-import type { AdmissionObserver, AdmissionRefused, ModelSlots, SlotLease, SlotRejection, SlotRequest } from './store.js'
-
-export interface ModelSlotSettings {
-  readonly model: string
-  readonly backends: readonly string[]
-  readonly slotsPerBackend: number
-  readonly maxQueue: number
-  readonly maxWaitMs: number
-  /** False for a backend that must get no new requests (unhealthy). */
-  readonly usable: (backend: string) => boolean
-  /**
-   * Requests this replica runs on the backend under another store's leases
-   * (Redis leases still running while Redis is away): they count against
-   * the backend's slots too. [none]
-   */
-  readonly elsewhere?: (backend: string) => number
-  /** Called when a slot was freed and this queue served: another store may have a taker. [none] */
-  readonly onFreed?: () => void
-}
+import type { AdmissionObserver, AdmissionRefused, ModelSlots, ModelSlotSettings, SlotLease, SlotRejection, SlotRequest } from './store.js'
 
 interface Waiter extends QueueEntry {
   readonly request: SlotRequest

@@ -1,24 +1,10 @@
 /** Admission state kept in this process (`state.kind: memory`). */
 import type { Clock } from '../context.js'
-import type { HealthBoard } from './health-board.js'
 import type { GatewayConfig } from '../config/resolve.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
-import { MemoryModelSlots, type ModelSlotSettings } from './memory-slots.js'
+import { MemoryModelSlots } from './memory-slots.js'
 import { NO_PEERS, type SlotPeers } from './slot-peers.js'
-import type { AdmissionObserver, KeyLimiter, ModelSlots } from './store.js'
-
-export interface AdmissionState {
-  readonly slots: ReadonlyMap<string, ModelSlots>
-  readonly keys: KeyLimiter
-  /** Backend health verdicts shared with other replicas (Redis mode); absent: nothing shared. */
-  readonly healthBoard?: HealthBoard
-  /** False while a shared store (Redis) is unreachable and admission runs on local limits. */
-  reachable(): boolean
-  /** Turns every waiter away (shutdown); in-flight leases stay valid. */
-  close(): void
-  /** Frees connections and timers, once no lease is held any more (after `close()` and the drain). */
-  disconnect(): Promise<void>
-}
+import type { AdmissionObserver, AdmissionState, ModelSlots, ModelSlotSettings } from './store.js'
 
 /** The slot settings of one configured model. */
 export function modelSlotSettings(model: GatewayConfig['models'][number], usable: (model: string, backend: string) => boolean): ModelSlotSettings {

@@ -5,10 +5,9 @@
  * balancer choose among backends believed to have room before the first
  * round trip (the script checks again).
  */
-import type { ModelSlotSettings } from './memory-slots.js'
 import type { RedisLink } from './redis-link.js'
 import type { SlotCalls, SlotReply } from './redis-slot-calls.js'
-import type { SlotRequest } from './store.js'
+import type { ModelSlotSettings, SlotRequest } from './store.js'
 
 export class RedisLeases {
   readonly #settings: ModelSlotSettings

@@ -19,13 +19,12 @@
  * admits them on local limits.
  */
 import type { Clock } from '../context.js'
-import type { ModelSlotSettings } from './memory-slots.js'
 import { RedisUnavailable, type RedisLink, type ReplicaMessage } from './redis-link.js'
 import { SlotCalls, type SlotReply } from './redis-slot-calls.js'
 import { RedisLeases } from './redis-leases.js'
 import { RedisWaiters, type Waiter } from './redis-waiters.js'
 import { slotRefusal } from './slot-refusals.js'
-import type { AdmissionObserver, AdmissionRefused, ModelSlots, SlotLease, SlotRejection, SlotRequest } from './store.js'
+import type { AdmissionObserver, AdmissionRefused, ModelSlots, ModelSlotSettings, SlotLease, SlotRejection, SlotRequest } from './store.js'
 import { observedLease } from './observed-lease.js'
 
 /** Rounds of "these backends have room, choose one" before giving up on a race that never ends. */

@@ -3,33 +3,24 @@
  * redis`), with this replica's memory state as the fallback while Redis is
  * unreachable (failover-model-slots.ts, failover-key-limiter.ts).
  */
-import type { Logger } from 'pino'
-import type { Clock } from '../context.js'
 import type { GatewayConfig } from '../config/resolve.js'
-import type { Metrics } from '../metrics/registry.js'
 import { FailoverKeyLimiter } from './failover-key-limiter.js'
 import { FailoverModelSlots } from './failover-model-slots.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import { MemoryModelSlots } from './memory-slots.js'
-import { modelSlotSettings, type AdmissionState } from './memory-state.js'
+import { modelSlotSettings } from './memory-state.js'
 import { RedisHealthBoard } from './redis-health-board.js'
 import { RedisKeyLimiter } from './redis-key-limiter.js'
-import { RedisLink, type RedisTimings } from './redis-link.js'
+import { RedisLink } from './redis-link.js'
 import { RedisModelSlots } from './redis-slots.js'
-import type { AdmissionObserver } from './store.js'
+import type { AdmissionDeps } from './admission-state.js'
+import type { AdmissionState } from './store.js'
 
-export function buildRedisState(
-  config: GatewayConfig,
-  usable: (model: string, backend: string) => boolean,
-  clock: Clock,
-  observer: AdmissionObserver,
-  logger: Logger,
-  metrics: Metrics,
-  timings: RedisTimings = {},
-): AdmissionState {
+export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): AdmissionState {
+  const { usable, clock, observer, logger, metrics } = deps
   const url = config.state.redis_url
   if (url === undefined) throw new Error('state.redis_url is required when state.kind is redis')
-  const link = new RedisLink({ url, keyPrefix: config.state.key_prefix, logger, upGauge: metrics.redisUp, ...timings })
+  const link = new RedisLink({ url, keyPrefix: config.state.key_prefix, logger, upGauge: metrics.redisUp, ...deps.redisTimings })
   const slots = new Map<string, FailoverModelSlots>()
   const shared: RedisModelSlots[] = []
   for (const model of config.models) {

@@ -9,6 +9,7 @@
  * turn away) is synchronous.
  */
 import type { KeyLimitSettings } from '../config/schema.js'
+import type { HealthBoard } from './health-board.js'
 
 export type SlotRejection = 'queue_full' | 'queue_timeout' | 'shutting_down'
 export type KeyRejection = 'rate_limit_requests' | 'rate_limit_tokens' | 'concurrency'
@@ -96,4 +97,37 @@ export interface AdmissionObserver {
   slotTaken(model: string, backend: string): void
   slotReleased(model: string, backend: string): void
   waited(model: string, milliseconds: number): void
+}
+
+/** What `state.kind` builds: every model's slots and the keys' limits, in this process or shared. */
+export interface AdmissionState {
+  readonly slots: ReadonlyMap<string, ModelSlots>
+  readonly keys: KeyLimiter
+  /** Backend health verdicts shared with other replicas (Redis mode); absent: nothing shared. */
+  readonly healthBoard?: HealthBoard
+  /** False while a shared store (Redis) is unreachable and admission runs on local limits. */
+  reachable(): boolean
+  /** Turns every waiter away (shutdown); in-flight leases stay valid. */
+  close(): void
+  /** Frees connections and timers, once no lease is held any more (after `close()` and the drain). */
+  disconnect(): Promise<void>
+}
+
+/** One model's slot settings, as every slot store takes them. */
+export interface ModelSlotSettings {
+  readonly model: string
+  readonly backends: readonly string[]
+  readonly slotsPerBackend: number
+  readonly maxQueue: number
+  readonly maxWaitMs: number
+  /** False for a backend that must get no new requests (unhealthy). */
+  readonly usable: (backend: string) => boolean
+  /**
+   * Requests this replica runs on the backend under another store's leases
+   * (Redis leases still running while Redis is away): they count against
+   * the backend's slots too. [none]
+   */
+  readonly elsewhere?: (backend: string) => number
+  /** Called when a slot was freed and this queue served: another store may have a taker. [none] */
+  readonly onFreed?: () => void
 }

@@ -163,7 +163,7 @@ describe('buildMemoryState', () => {
 describe('buildAdmissionState', () => {
   it('builds the memory state for state.kind memory, always reachable, exporting no sluice_redis_up', async () => {
     const metrics = createMetrics()
-    const state = buildAdmissionState(config(TWO_MODELS), () => true, { now: () => 0 }, new RecordingObserver(), pino({ level: 'silent' }), metrics)
+    const state = buildAdmissionState(config(TWO_MODELS), { usable: () => true, clock: { now: () => 0 }, observer: new RecordingObserver(), logger: pino({ level: 'silent' }), metrics })
     expect([...state.slots.keys()]).toEqual(['small', 'big'])
     expect(state.reachable()).toBe(true)
     expect(await metrics.registry.metrics()).not.toContain('sluice_redis_up')

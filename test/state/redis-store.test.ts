@@ -402,7 +402,7 @@ describeWithRedis('Redis store', () => {
     })
     const metrics = createMetrics()
     const observer = new RecordingObserver()
-    const state = buildRedisState(config, () => true, { now: () => Date.now() }, observer, logger, metrics, { healthIntervalMs: 50 })
+    const state = buildRedisState(config, { usable: () => true, clock: { now: () => Date.now() }, observer, logger, metrics, redisTimings: { healthIntervalMs: 50 } })
     try {
       await until(() => lines.some((l) => l.includes('Redis unreachable')))
       expect(state.reachable()).toBe(false)
