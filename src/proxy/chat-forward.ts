@@ -219,7 +219,7 @@ function backendStats(ctx: GatewayContext, route: ModelRoute, slots: ModelSlots,
   return new Map(
     names.map((name) => {
       const load = ctx.monitor.freshLoad(route.backend(name), route)
-      return [name, { inFlight: slots.inFlight(name), backendWaiting: load?.waiting, backendRunning: load?.running, kvCacheUsage: load?.kvCacheUsage }]
+      return [name, { inFlight: slots.inFlight(name), backendWaiting: load?.waiting }]
     }),
   )
 }

@@ -72,14 +72,6 @@ describe('pickLeastLoaded', () => {
     expect(pickName(equal('busy', 'unknown'), stats, noRng)).toBe('unknown')
   })
 
-  it('ignores running requests and KV-cache usage', () => {
-    const stats = statsOf({
-      a: { inFlight: 0, backendWaiting: 0, backendRunning: 100, kvCacheUsage: 0.99 },
-      b: { inFlight: 0, backendWaiting: 1, backendRunning: 0, kvCacheUsage: 0 },
-    })
-    expect(pickName(equal('a', 'b'), stats, noRng)).toBe('a')
-  })
-
   it('breaks a queue tie by weight, higher first', () => {
     const candidates = [
       { name: 'a', weight: 1 },

@@ -14,10 +14,6 @@ export interface BackendStats {
   readonly inFlight: number
   /** vllm:num_requests_waiting from the backend's /metrics, undefined when unknown or stale. */
   readonly backendWaiting?: number
-  /** vllm:num_requests_running, undefined when unknown or stale. */
-  readonly backendRunning?: number
-  /** vllm:kv_cache_usage_perc (0..1), undefined when unknown or stale. */
-  readonly kvCacheUsage?: number
 }
 
 export interface BalancerRequest {

@@ -17,7 +17,8 @@
  *   knows, decides first anyway, so it cannot be starved or flooded).
  * - A candidate missing from `stats` counts as nothing in flight, queue unknown.
  * - `rng` is called once, and only when more than one candidate ties exactly.
- * - `backendRunning` and `kvCacheUsage` are not used.
+ * - The backend's running count and KV-cache usage are not inputs: its queue
+ *   is what a new request would wait in (DESIGN.md names only that).
  */
 import type { BackendStats, BalancerCandidate, Rng } from './balancer.js'
 
