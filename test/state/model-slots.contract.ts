@@ -8,19 +8,12 @@
  * timers live elsewhere) the timeout case uses a short real `maxWaitMs`.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type SlotLease, type SlotRequest } from '../../src/state/store.js'
+import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type ModelSlotSettings, type SlotLease, type SlotRequest } from '../../src/state/store.js'
 import { ClientDeparture } from '../../src/proxy/client-departure.js'
 import { seeded } from '../support/seeded-random.js'
 
-/** What a ModelSlots implementation is built from (the shape of MemoryModelSlots' settings). */
-export interface ModelSlotsContractSettings {
-  readonly model: string
-  readonly backends: readonly string[]
-  readonly slotsPerBackend: number
-  readonly maxQueue: number
-  readonly maxWaitMs: number
-  readonly usable: (backend: string) => boolean
-}
+/** What a ModelSlots implementation is built from in this suite: no other store's requests to count. */
+export type ModelSlotsContractSettings = Omit<ModelSlotSettings, 'elsewhere' | 'onFreed'>
 
 export interface ContractClock {
   now(): number
