@@ -79,6 +79,8 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     // Every answer names its request; the chat route replaces it when the body chose the id.
     reply.header('x-request-id', request.id)
     if (request.raw.httpVersionMinor === 1 && request.headers.host === undefined) {
+      // Malformed like what Node's parser refuses, and answered the same way: the connection goes.
+      reply.header('connection', 'close')
       done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).'))
       return
     }

@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import { ConfigError, loadConfigFile, parseConfig } from '../../src/config/load.js'
+import { GatewayConfigSchema } from '../../src/config/schema.js'
 import type { GatewayConfig } from '../../src/config/resolve.js'
 import type { ValidationIssue } from '../../src/schemas/validation-issue.js'
 
@@ -480,6 +481,13 @@ models:
     expect(run.stdout).toMatch(/config\/gateway\.yaml: ok/)
   })
 
+  // The README calls it a commented example of every key: a key added to the schema must be added there too.
+  it('config/gateway.yaml names every key the schema accepts (set or in a comment)', async () => {
+    const text = await readFile(join(ROOT, 'config/gateway.yaml'), 'utf8')
+    const missing = [...keyNamesOf(GatewayConfigSchema)].filter((name) => !new RegExp(`(^|[\\s{,#])${name}:`, 'm').test(text))
+    expect(missing).toEqual([])
+  })
+
   it('check takes the file from SLUICE_CONFIG too', async () => {
     const path = await file('via-env.yaml', 'server: { bogus: 1 }\n' + MODEL)
     const run = await cli(['check'], { SLUICE_CONFIG: path })
@@ -511,3 +519,15 @@ describe('parseConfig: password_scrypt cost', () => {
   })
 })
 
+/** Every property name anywhere in a JSON schema (objects, arrays, unions). */
+function keyNamesOf(schema: unknown, names = new Set<string>()): Set<string> {
+  if (schema === null || typeof schema !== 'object') return names
+  const node = schema as { properties?: Record<string, unknown>; items?: unknown; anyOf?: unknown[] }
+  for (const [name, child] of Object.entries(node.properties ?? {})) {
+    names.add(name)
+    keyNamesOf(child, names)
+  }
+  keyNamesOf(node.items, names)
+  for (const option of node.anyOf ?? []) keyNamesOf(option, names)
+  return names
+}

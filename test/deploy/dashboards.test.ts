@@ -39,4 +39,13 @@ describe('dashboards and alerts use only exported metrics', () => {
     const alerts = all.map((r) => r.alert)
     expect(alerts).toEqual(expect.arrayContaining(['SluiceNoHealthyBackend', 'SluiceHighErrorRatio', 'SluiceQueueWaitHigh', 'SluiceRedisDown']))
   })
+
+  // A replica that is not ready answers /readyz 503 to every probe: that must not page as a 5xx ratio.
+  it('the 5xx ratio alert leaves out the service route (health probes)', async () => {
+    const rules = parse(await readFile('deploy/prometheus/alerts.yml', 'utf8')) as { groups: { rules: { alert: string; expr: string }[] }[] }
+    const errorRatio = rules.groups.flatMap((g) => g.rules).find((r) => r.alert === 'SluiceHighErrorRatio')!
+    const selectors = [...errorRatio.expr.matchAll(/sluice_requests_total(\{[^}]*\})?/g)].map((m) => m[1] ?? '')
+    expect(selectors).toHaveLength(2)
+    for (const selector of selectors) expect(selector).toContain('route!="service"')
+  })
 })

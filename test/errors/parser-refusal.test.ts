@@ -39,6 +39,16 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
   })
 
   // Regression: Node closed a CONNECT's connection without a byte (no route ever saw it).
+  // The app refuses it (Node's parser lets it through): it is malformed all the same, so the connection goes too.
+  it('an HTTP/1.1 request without Host is 400 malformed_http and its connection closed, like a parser refusal', async () => {
+    const exchange = await rawExchange(gw.url, 'GET /healthz HTTP/1.1\r\n\r\n')
+    expect(exchange.responses).toHaveLength(1)
+    expect(exchange.responses[0]!.status).toBe(400)
+    expect(expectErrorBody(exchange.responses[0]!).code).toBe('malformed_http')
+    expect(exchange.responses[0]!.headers.connection).toBe('close')
+    expect(exchange.closed).toBe(true)
+  })
+
   it('a CONNECT gets the unknown-route answer (404 in the DESIGN.md shape), the connection closed, counted', async () => {
     const before = await requestsRefused(404)
     const exchange = await rawExchange(gw.url, 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n')
