@@ -10,21 +10,18 @@
  *   streams finish within the grace period, then end the rest with
  *   `shutting_down` and close what still cannot end CUT_OFF_FLUSH_MS later.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import { holdContinue } from './auth/expect-continue.js'
-import type { AddressInfo, Socket } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
 import type { ContextOverrides, GatewayContext } from './context.js'
-import { trackConnections } from './connection-drain.js'
 import { cutOffAll } from './proxy/in-flight-requests.js'
 import { startGeneration, type Generation } from './generation.js'
 import { generationPeers } from './generation-peers.js'
-import { answerConnect, answerParserError } from './errors/parser-refusal.js'
 import { createMetrics } from './metrics/registry.js'
 import { forgetSeries, removedSeries } from './metrics/removed-series.js'
 import { startMetricsListener, type MetricsListener } from './metrics-listener.js'
 import { listenOn, urlOf } from './listen.js'
+import { createPublicListener } from './public-listener.js'
 
 /** How long answers cut off at the end of the grace period get to leave before their connections are closed. */
 const CUT_OFF_FLUSH_MS = 1000
@@ -58,26 +55,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   }
   let current = await start(config)
   live = [current]
-  // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
-  const server = createServer({ requireHostHeader: false }, (request, response) => current.handle(request, response))
-  // "100 Continue" only once the credentials passed (auth/expect-continue.ts), not on arrival.
-  server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
-    holdContinue(response)
-    server.emit('request', request, response)
-  })
-  const connections = trackConnections(server)
-  server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
-    const refusal = answerParserError(error, socket, connections.responding(socket))
-    if (refusal === null) return
-    metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
-    logger.info({ route: 'unknown', status: refusal.status, error_code: refusal.code }, 'request refused by the HTTP parser')
-  })
-  server.on('connect', (_request: IncomingMessage, socket: Socket) => {
-    const refusal = answerConnect(socket, connections.busy(socket))
-    if (refusal === null) return
-    metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
-    logger.info({ route: 'unknown', method: 'CONNECT', status: refusal.status, error_code: refusal.code }, 'CONNECT refused')
-  })
+  const { server, connections } = createPublicListener((request, response) => current.handle(request, response), metrics, logger)
   let metricsListener: MetricsListener | null
   try {
     await listenOn(server, config.server.host, config.server.port)

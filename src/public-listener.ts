@@ -1,0 +1,42 @@
+/**
+ * The gateway's public node:http server: every request goes to `handle`
+ * (the serving generation). What is refused before any route can run (bytes
+ * Node's parser rejects, a CONNECT) is answered in the DESIGN.md shape,
+ * counted and logged here; "100 Continue" waits for the credentials
+ * (auth/expect-continue.ts). Listening is the caller's.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import type { Logger } from 'pino'
+import { holdContinue } from './auth/expect-continue.js'
+import { trackConnections, type ConnectionDrain } from './connection-drain.js'
+import type { GatewayError } from './errors/gateway-error.js'
+import { answerConnect, answerParserError } from './errors/parser-refusal.js'
+import type { Metrics } from './metrics/registry.js'
+
+export interface PublicListener {
+  readonly server: Server
+  readonly connections: ConnectionDrain
+}
+
+export function createPublicListener(handle: (request: IncomingMessage, response: ServerResponse) => void, metrics: Metrics, logger: Logger): PublicListener {
+  // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
+  const server = createServer({ requireHostHeader: false }, handle)
+  server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    holdContinue(response)
+    server.emit('request', request, response)
+  })
+  const connections = trackConnections(server)
+  const recordRefusal = (refusal: GatewayError | null, fields: Record<string, unknown>, message: string): void => {
+    if (refusal === null) return
+    metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })
+    logger.info({ route: 'unknown', ...fields, status: refusal.status, error_code: refusal.code }, message)
+  }
+  server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
+    recordRefusal(answerParserError(error, socket, connections.responding(socket)), {}, 'request refused by the HTTP parser')
+  })
+  server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+    recordRefusal(answerConnect(socket, connections.busy(socket)), { method: 'CONNECT' }, 'CONNECT refused')
+  })
+  return { server, connections }
+}
