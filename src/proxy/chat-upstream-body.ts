@@ -12,8 +12,8 @@
  * laid out (a member name with an escape, a changed member the client sent
  * twice, a member removed), the body is serialized instead.
  */
-import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from './json-bytes.js'
-import { topLevelLayout, type MemberSpan } from './json-object-layout.js'
+import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from '../json/json-bytes.js'
+import { topLevelLayout, type MemberSpan } from '../json/json-object-layout.js'
 
 type JsonObject = Readonly<Record<string, unknown>>
 

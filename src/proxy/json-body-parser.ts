@@ -14,7 +14,7 @@ import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance } from 'fastify'
 import secureJson from 'secure-json-parse'
 import { GatewayError } from '../errors/gateway-error.js'
-import { firstNonFiniteNumber, MAX_DEPTH, mayHoldNonFiniteNumber, nestingDepth } from './json-limits.js'
+import { firstNonFiniteNumber, MAX_DEPTH, mayHoldNonFiniteNumber, nestingDepth } from '../json/json-limits.js'
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -8,7 +8,7 @@
  * integer is checked again here, on its digits. Other spellings (`1e19`,
  * `9.2e18`) are left to the schema: any JSON parser reads them as doubles.
  */
-import { topLevelLayout, type ObjectLayout } from '../proxy/json-object-layout.js'
+import { topLevelLayout, type ObjectLayout } from '../json/json-object-layout.js'
 
 export interface IntegerBounds {
   readonly min: bigint

@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { upstreamChatBody } from '../../src/proxy/chat-upstream-body.js'
-import { topLevelLayout } from '../../src/proxy/json-object-layout.js'
+import { topLevelLayout } from '../../src/json/json-object-layout.js'
 
 type Body = Record<string, unknown>
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { firstNonFiniteNumber, mayHoldNonFiniteNumber, nestingDepth } from '../../src/proxy/json-limits.js'
+import { firstNonFiniteNumber, mayHoldNonFiniteNumber, nestingDepth } from '../../src/json/json-limits.js'
 
 describe('nestingDepth', () => {
   it('counts objects and arrays, not brackets inside strings or escaped quotes', () => {
