@@ -6,53 +6,32 @@ function gauge(name: string, samples: readonly [labels: string, value: string][]
 }
 
 describe('readVllmLoad', () => {
-  it('reads running, waiting and KV cache usage from one label set', () => {
+  it('reads the waiting queue from one label set, and nothing else', () => {
     const text =
       gauge('vllm:num_requests_running', [['{model_name="llama"}', '3.0']]) +
       gauge('vllm:num_requests_waiting', [['{model_name="llama"}', '7.0']]) +
       gauge('vllm:kv_cache_usage_perc', [['{model_name="llama"}', '0.42']])
 
-    expect(readVllmLoad(text)).toEqual({ running: 3, waiting: 7, kvCacheUsage: 0.42 })
+    expect(readVllmLoad(text)).toEqual({ waiting: 7 })
   })
 
-  it('sums running and waiting across label sets (engines, models) and takes the highest KV usage', () => {
-    const text =
-      gauge('vllm:num_requests_running', [
-        ['{engine="0",model_name="llama"}', '2.0'],
-        ['{engine="1",model_name="llama"}', '5.0'],
-      ]) +
-      gauge('vllm:num_requests_waiting', [
-        ['{engine="0",model_name="llama"}', '1.0'],
-        ['{engine="1",model_name="llama"}', '10.0'],
-        ['{engine="2",model_name="llama"}', '0.0'],
-      ]) +
-      gauge('vllm:kv_cache_usage_perc', [
-        ['{engine="0",model_name="llama"}', '0.25'],
-        ['{engine="1",model_name="llama"}', '0.9'],
-        ['{engine="2",model_name="llama"}', '0.5'],
-      ])
+  it('sums the waiting queues across label sets (engines, models)', () => {
+    const text = gauge('vllm:num_requests_waiting', [
+      ['{engine="0",model_name="llama"}', '1.0'],
+      ['{engine="1",model_name="llama"}', '10.0'],
+      ['{engine="2",model_name="llama"}', '0.0'],
+    ])
 
-    expect(readVllmLoad(text)).toEqual({ running: 7, waiting: 11, kvCacheUsage: 0.9 })
+    expect(readVllmLoad(text)).toEqual({ waiting: 11 })
   })
 
-  it('reads the KV gauge under its older name vllm:gpu_cache_usage_perc', () => {
-    const text = gauge('vllm:num_requests_waiting', [['{model_name="x"}', '4.0']]) + gauge('vllm:gpu_cache_usage_perc', [['{model_name="x"}', '0.75']])
-
-    expect(readVllmLoad(text)).toEqual({ running: undefined, waiting: 4, kvCacheUsage: 0.75 })
+  it('leaves a missing queue undefined, and 0 is a value, not a missing one', () => {
+    expect(readVllmLoad(gauge('vllm:num_requests_waiting', [['{model_name="x"}', '0.0']]))).toEqual({ waiting: 0 })
+    expect(readVllmLoad(gauge('vllm:num_requests_running', [['{model_name="x"}', '4.0']]))).toEqual({ waiting: undefined })
+    expect(readVllmLoad('')).toEqual({ waiting: undefined })
   })
 
-  it('prefers the current KV gauge name when both are present', () => {
-    const text = gauge('vllm:kv_cache_usage_perc', [['{model_name="x"}', '0.1']]) + gauge('vllm:gpu_cache_usage_perc', [['{model_name="x"}', '0.8']])
-
-    expect(readVllmLoad(text).kvCacheUsage).toBe(0.1)
-  })
-
-  it('leaves missing metrics undefined, and 0 is a value, not a missing one', () => {
-    expect(readVllmLoad(gauge('vllm:num_requests_waiting', [['{model_name="x"}', '0.0']]))).toEqual({ running: undefined, waiting: 0, kvCacheUsage: undefined })
-    expect(readVllmLoad('')).toEqual({ running: undefined, waiting: undefined, kvCacheUsage: undefined })
-  })
-
-  it('ignores other families, histograms included, in a realistic /metrics page', () => {
+  it('ignores other families, histograms and look-alike names included, in a realistic /metrics page', () => {
     const text = [
       '# HELP python_gc_objects_collected_total Objects collected during gc',
       '# TYPE python_gc_objects_collected_total counter',
@@ -62,42 +41,38 @@ describe('readVllmLoad', () => {
       'vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="x"} 0.0',
       'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="x"} 12.0',
       'vllm:time_to_first_token_seconds_count{model_name="x"} 12.0',
-      'vllm:time_to_first_token_seconds_sum{model_name="x"} 3.5',
+      'vllm:num_requests_waiting_by_reason{reason="x"} 40.0',
       '',
-    ].join('\n') + gauge('vllm:num_requests_running', [['{model_name="x"}', '1.0']]) + gauge('vllm:num_requests_waiting', [['{model_name="x"}', '2.0']])
+    ].join('\n') + gauge('vllm:num_requests_waiting', [['{model_name="x"}', '2.0']])
 
-    expect(readVllmLoad(text)).toEqual({ running: 1, waiting: 2, kvCacheUsage: undefined })
+    expect(readVllmLoad(text)).toEqual({ waiting: 2 })
   })
 
   it('skips samples that are not finite numbers', () => {
     const text = gauge('vllm:num_requests_waiting', [
       ['{engine="0"}', 'NaN'],
       ['{engine="1"}', '3.0'],
-    ]) + gauge('vllm:kv_cache_usage_perc', [['{engine="0"}', 'NaN']])
+      ['{engine="2"}', '+Inf'],
+    ])
 
-    expect(readVllmLoad(text)).toEqual({ running: undefined, waiting: 3, kvCacheUsage: undefined })
+    expect(readVllmLoad(text)).toEqual({ waiting: 3 })
   })
 
   it('yields nothing for text that is not Prometheus exposition at all', () => {
     for (const text of ['garbage', '<html><body>502 Bad Gateway</body></html>', '{"detail":"Not Found"}', '\u0000\u0001\u0002']) {
-      expect(readVllmLoad(text)).toEqual({ running: undefined, waiting: undefined, kvCacheUsage: undefined })
+      expect(readVllmLoad(text)).toEqual({ waiting: undefined })
     }
   })
 
-  it('does not throw on a malformed sample line, and keeps the well-formed ones', () => {
-    const text =
-      gauge('vllm:num_requests_waiting', [['{model_name="x"}', '4.0']]) + 'vllm:num_requests_running{model_name="x" 3\n' + 'vllm:kv_cache_usage_perc{{{ oops\n'
+  it('keeps the well-formed samples when a line is malformed', () => {
+    const text = gauge('vllm:num_requests_waiting', [['{engine="0"}', '4.0']]) + 'vllm:num_requests_waiting{engine="1" 3\n' + 'vllm:num_requests_waiting{{{ oops\n'
 
-    let load: ReturnType<typeof readVllmLoad> | undefined
-    expect(() => {
-      load = readVllmLoad(text)
-    }).not.toThrow()
-    expect(load).toEqual({ running: undefined, waiting: 4, kvCacheUsage: undefined })
+    expect(readVllmLoad(text)).toEqual({ waiting: 4 })
   })
 
   it('reads CRLF line endings and samples with timestamps', () => {
-    const text = 'vllm:num_requests_waiting{engine="0"} 3.0 1700000000000\r\nvllm:num_requests_running{engine="0"} 2.0\r\n'
+    const text = 'vllm:num_requests_waiting{engine="0"} 3.0 1700000000000\r\nvllm:num_requests_waiting{engine="1"} 2.0\r\n'
 
-    expect(readVllmLoad(text)).toEqual({ running: 2, waiting: 3, kvCacheUsage: undefined })
+    expect(readVllmLoad(text)).toEqual({ waiting: 5 })
   })
 })
