@@ -9,6 +9,9 @@ import type { User } from '../config/schema.js'
 import { DEFAULT_SCRYPT, deriveScrypt, parseScryptHash, type ScryptHash } from './scrypt-hash.js'
 import type { Principal } from './principal.js'
 
+/** The key derivation; tests pass a counting one to see that every check pays one. */
+export type Derive = typeof deriveScrypt
+
 interface StoredUser {
   readonly user: User
   readonly hash: ScryptHash
@@ -17,8 +20,10 @@ interface StoredUser {
 export class BasicUserStore {
   readonly #users: ReadonlyMap<string, StoredUser>
   readonly #decoy: ScryptHash
+  readonly #derive: Derive
 
-  constructor(users: readonly User[]) {
+  constructor(users: readonly User[], derive: Derive = deriveScrypt) {
+    this.#derive = derive
     const stored = new Map<string, StoredUser>()
     for (const user of users) {
       const hash = parseScryptHash(user.password_scrypt)
@@ -34,7 +39,7 @@ export class BasicUserStore {
   async verify(username: string, password: string): Promise<Principal | null> {
     const stored = this.#users.get(username)
     const hash = stored?.hash ?? this.#decoy
-    const derived = await deriveScrypt(password, hash.salt, hash, hash.hash.length)
+    const derived = await this.#derive(password, hash.salt, hash, hash.hash.length)
     const matches = timingSafeEqual(derived, hash.hash)
     if (!matches || stored === undefined) return null
     return { kind: 'user', id: stored.user.username, scopes: stored.user.scopes }

@@ -3,9 +3,10 @@
  * Basic and Bearer routes, and `BasicUserStore.verify` as a unit. A real
  * gateway on port 0 in front of the stand-ins, which record what reached them.
  */
+import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { BasicUserStore } from '../../src/auth/basic.js'
-import { hashPassword } from '../../src/auth/scrypt-hash.js'
+import { BasicUserStore, type Derive } from '../../src/auth/basic.js'
+import { deriveScrypt, formatScryptHash, hashPassword } from '../../src/auth/scrypt-hash.js'
 import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/object-store-stand-in.js'
 import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
@@ -213,6 +214,26 @@ describe('BasicUserStore.verify', () => {
     expect(unknown).toBeNull()
     expect(wrong).toBeNull()
     expect(unknownWithRightPassword).toBeNull()
+  })
+
+  it("pays one derivation with the user's work factor and key length for every check, an unknown user's included", async () => {
+    const calls: { N: number; r: number; p: number; keyLength: number }[] = []
+    const counting: Derive = (password, salt, params, keyLength) => {
+      calls.push({ N: params.N, r: params.r, p: params.p, keyLength })
+      return deriveScrypt(password, salt, params, keyLength)
+    }
+    // Not the defaults, so a decoy built from them would show.
+    const aliceCost = { N: 1024, r: 4, p: 2, keyLength: 32 }
+    const salt = randomBytes(16)
+    const stored = formatScryptHash({ ...aliceCost, salt, hash: await deriveScrypt('right:pw', salt, aliceCost, aliceCost.keyLength) })
+    const counted = new BasicUserStore([{ username: 'alice', password_scrypt: stored, scopes: ['objects'] }], counting)
+    await expect(counted.verify('alice', 'right:pw')).resolves.toMatchObject({ id: 'alice' })
+
+    for (const [username, password] of [['alice', 'right:pw'], ['alice', 'wrong'], ['bob', 'right:pw'], ['', '']] as const) {
+      calls.length = 0
+      await counted.verify(username, password)
+      expect(calls, `${username || '(empty)'}: one derivation at alice's cost`).toEqual([aliceCost])
+    }
   })
 
   it('resolves null for everything when no user is configured', async () => {
