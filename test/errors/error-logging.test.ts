@@ -8,19 +8,14 @@ import { once } from 'node:events'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { until } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
-async function gateway(model: Record<string, unknown>): Promise<TestGateway> {
-  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', ...model }] })
-  cleanups.push(() => gw.shutdown())
-  return gw
-}
+const gateway = (model: Record<string, unknown>) => cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', ...model }] })
 
 function chat(gw: TestGateway): Promise<Response> {
   return fetch(`${gw.url}/v1/chat/completions`, {
@@ -60,8 +55,7 @@ describe('logging of failed requests', () => {
   })
 
   it('a queue_timeout 503 writes nothing besides its access line', async () => {
-    const held = await startVllmStandIn({ hold: true })
-    cleanups.push(() => held.close())
+    const held = await cleanups.standIn({ hold: true })
     const gw = await gateway({ max_concurrency_per_backend: 1, queue: { max_wait_ms: 50 }, backends: [{ url: held.url, name: 'b' }] })
     const first = chat(gw)
     await once(held.events, 'held')

@@ -5,13 +5,12 @@
  */
 import { once } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { configFrom, makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { configFrom, makeKey, type TestGateway } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { scrapeMetricSum, until } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
 function chat(gw: TestGateway): Promise<number> {
   return fetch(`${gw.url}/v1/chat/completions`, {
@@ -23,11 +22,9 @@ function chat(gw: TestGateway): Promise<number> {
 
 describe('sluice_queue_depth across a reload', () => {
   it('counts the waiters of the old and the new generation together', async () => {
-    const held = await startVllmStandIn({ hold: true })
-    cleanups.push(() => held.close())
+    const held = await cleanups.standIn({ hold: true })
     const object = { auth: { keys: [key.entry] }, models: [{ name: 'm', max_concurrency_per_backend: 1, queue: { max_wait_ms: 10_000 }, backends: [{ url: held.url, name: 'b' }] }] }
-    const gw = await startTestGateway(object)
-    cleanups.push(() => gw.shutdown())
+    const gw = await cleanups.gateway(object)
     const depth = () => scrapeMetricSum(gw.url, 'sluice_queue_depth', { model: 'm' })
 
     const heldFirst = once(held.events, 'held')

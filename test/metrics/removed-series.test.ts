@@ -5,14 +5,13 @@
  * model that no longer existed.
  */
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { removedSeries } from '../../src/metrics/removed-series.js'
-import { configFrom, makeKey, startTestGateway } from '../support/gateway.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { configFrom, makeKey } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { until } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
 const model = (name: string, backends: string[]) => ({ name, backends: backends.map((b, i) => ({ url: `http://127.0.0.1:${9000 + i}`, name: b })) })
 const config = (...models: ReturnType<typeof model>[]) => configFrom({ models })
@@ -32,14 +31,12 @@ describe('removedSeries', () => {
 
 describe('a reload that removes a model', () => {
   it('drops its backend_up, inflight and queue_depth series once the old generation closed; counters stay', async () => {
-    const backend = await startVllmStandIn({ tokens: 1 })
-    cleanups.push(() => backend.close())
+    const backend = await cleanups.standIn({ tokens: 1 })
     const models = [
       { name: 'kept', backends: [{ url: backend.url, name: 'b' }] },
       { name: 'gone', backends: [{ url: backend.url, name: 'b' }] },
     ]
-    const gw = await startTestGateway({ auth: { keys: [key.entry] }, models })
-    cleanups.push(() => gw.shutdown())
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models })
     const answer = await fetch(`${gw.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },

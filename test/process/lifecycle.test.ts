@@ -6,19 +6,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { until } from '../support/metrics.js'
 
 const TOKEN = 'sk-lifecycle-test'
-const cleanups = cleanupsAfterEach()
-
-async function backend(options: Parameters<typeof startVllmStandIn>[0] = {}): Promise<VllmStandIn> {
-  const standIn = await startVllmStandIn(options)
-  cleanups.push(() => standIn.close())
-  return standIn
-}
+const cleanups = trackedAfterEach()
 
 function config(models: Record<string, unknown>[], grace = 10_000, extra: Record<string, unknown> = {}): string {
   return stringify({
@@ -72,8 +65,8 @@ async function readAll(response: Response, onFirst: () => void = () => undefined
 
 describe('SIGHUP reload', () => {
   it('a valid new config adding a model takes effect without dropping a stream in flight', async () => {
-    const slow = await backend({ tokens: 30, interTokenDelayMs: 30 })
-    const other = await backend({ tokens: 2 })
+    const slow = await cleanups.standIn({ tokens: 30, interTokenDelayMs: 30 })
+    const other = await cleanups.standIn({ tokens: 2 })
     const file = await configFile(config([{ name: 'a', backends: [{ url: slow.url }] }]))
     const gateway = await gatewayProcess(file)
 
@@ -96,7 +89,7 @@ describe('SIGHUP reload', () => {
   })
 
   it('an invalid new config is refused with its problems logged, and the old one keeps serving', async () => {
-    const standIn = await backend({ tokens: 2 })
+    const standIn = await cleanups.standIn({ tokens: 2 })
     const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }]))
     const gateway = await gatewayProcess(file)
 
@@ -115,7 +108,7 @@ describe('reload of settings read after start', () => {
   // Regression: shutdown used the first config's grace period and the logger
   // its first level, whatever a reload said, and nothing warned about it.
   it('a reload\'s shutdown_grace_ms and log.level are the ones in force', async () => {
-    const held = await backend({ hold: true })
+    const held = await cleanups.standIn({ hold: true })
     const file = await configFile(config([{ name: 'a', backends: [{ url: held.url }] }]))
     const gateway = await gatewayProcess(file)
 
@@ -141,7 +134,7 @@ describe('reload of settings read after start', () => {
 describe('SIGTERM drain', () => {
   // Regression: the handlers were `once`, so a second signal killed the process with no line at all.
   it('a second signal while draining exits at once with code 1, saying so', async () => {
-    const held = await backend({ hold: true })
+    const held = await cleanups.standIn({ hold: true })
     const file = await configFile(config([{ name: 'a', backends: [{ url: held.url }] }]))
     const gateway = await gatewayProcess(file)
     const inFlight = chat(gateway.url, 'a', false).catch(() => null)
@@ -171,7 +164,7 @@ describe('SIGTERM drain', () => {
   }, 10_000)
 
   it('lets three streams in flight complete, refuses new connections, and exits 0', async () => {
-    const standIn = await backend({ tokens: 20, interTokenDelayMs: 25 })
+    const standIn = await cleanups.standIn({ tokens: 20, interTokenDelayMs: 25 })
     const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }]))
     const gateway = await gatewayProcess(file)
 
@@ -199,7 +192,7 @@ describe('SIGTERM drain', () => {
 describe('the log on stdout', () => {
   // stdout is written asynchronously (src/log-destination.ts): what is still buffered must go out at exit.
   it('holds every access line and the last line logged before process.exit', async () => {
-    const standIn = await backend()
+    const standIn = await cleanups.standIn()
     const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }]))
     const gateway = await gatewayProcess(file)
     const statuses = await Promise.all(Array.from({ length: 200 }, () => chat(gateway.url, 'a', false).then((response) => response.status)))
@@ -216,7 +209,7 @@ describe('the log on stdout', () => {
 describe('server.metrics_port', () => {
   // Regression: 0 picked a free port and printed it nowhere.
   it('0: the listening line names the metrics URL, and /metrics is served there', async () => {
-    const standIn = await backend()
+    const standIn = await cleanups.standIn()
     const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { server: { metrics_port: 0 } }))
     const gateway = await gatewayProcess(file)
     const listening = await gateway.waitForLine((line) => line.msg === 'sluice listening')

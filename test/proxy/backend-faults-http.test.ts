@@ -14,15 +14,15 @@ import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import type { VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
 import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-http.js'
 import { scrapeMetricSum, until } from '../support/metrics.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { listenForTest } from '../support/listen.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
 
 type Fault = (res: ServerResponse) => void
@@ -85,9 +85,8 @@ interface Fixture {
 
 async function fixture(fault: Fault, model: Record<string, unknown> = {}, server: Record<string, unknown> = {}): Promise<Fixture> {
   const faulty = await faultyBackend(fault)
-  const healthyBackend = await startVllmStandIn({ hold: true, tokens: 3 })
-  cleanups.push(() => healthyBackend.close())
-  const gw = await startTestGateway({
+  const healthyBackend = await cleanups.standIn({ hold: true, tokens: 3 })
+  const gw = await cleanups.gateway({
     server: { shutdown_grace_ms: 500, ...server },
     auth: { keys: [key.entry] },
     models: [
@@ -105,7 +104,6 @@ async function fixture(fault: Fault, model: Record<string, unknown> = {}, server
       { name: 'ok', served_name: 'stand-in-model', backends: [{ url: healthyBackend.url, name: 'healthy' }] },
     ],
   })
-  cleanups.push(() => gw.shutdown())
   const held = once(healthyBackend.events, 'held')
   // Never rejects: a case that does not release it (the expected failures) must not leave an unhandled rejection.
   const healthy = post(gw, { model: 'ok', stream: true }).then(

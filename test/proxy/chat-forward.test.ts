@@ -3,25 +3,13 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
-
-async function standIn(options: Parameters<typeof startVllmStandIn>[0] = {}): Promise<VllmStandIn> {
-  const server = await startVllmStandIn(options)
-  cleanups.push(() => server.close())
-  return server
-}
-
-async function gateway(model: Record<string, unknown>): Promise<TestGateway> {
-  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', served_name: 'stand-in-model', ...model }] })
-  cleanups.push(() => gw.shutdown())
-  return gw
-}
+const gateway = (model: Record<string, unknown>) => cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', served_name: 'stand-in-model', ...model }] })
 
 function client(gw: TestGateway): OpenAI {
   return new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key.token, maxRetries: 0 })
@@ -31,7 +19,7 @@ const messages = [{ role: 'user' as const, content: 'Hello there' }]
 
 describe('chat through the gateway with the openai client', () => {
   it('returns a non-streaming completion unchanged', async () => {
-    const backend = await standIn({ tokens: 5 })
+    const backend = await cleanups.standIn({ tokens: 5 })
     const gw = await gateway({ backends: [{ url: backend.url }] })
 
     const completion = await client(gw).chat.completions.create({ model: 'm', messages })
@@ -44,7 +32,7 @@ describe('chat through the gateway with the openai client', () => {
   })
 
   it('streams every chunk and the content reassembles exactly', async () => {
-    const backend = await standIn({ tokens: 7 })
+    const backend = await cleanups.standIn({ tokens: 7 })
     const gw = await gateway({ backends: [{ url: backend.url }] })
 
     const stream = await client(gw).chat.completions.create({ model: 'm', messages, stream: true, stream_options: { include_usage: true } })
@@ -64,7 +52,7 @@ describe('chat through the gateway with the openai client', () => {
   })
 
   it('passes the raw event stream through byte for byte, [DONE] included', async () => {
-    const backend = await standIn({ tokens: 3 })
+    const backend = await cleanups.standIn({ tokens: 3 })
     const gw = await gateway({ backends: [{ url: backend.url }] })
     const body = JSON.stringify({ model: 'm', messages, stream: true })
 
@@ -85,7 +73,7 @@ describe('chat through the gateway with the openai client', () => {
 
   it('does not buffer: the first chunk reaches the client before the backend produced the last', async () => {
     const tokens = 10
-    const backend = await standIn({ tokens, interTokenDelayMs: 40 })
+    const backend = await cleanups.standIn({ tokens, interTokenDelayMs: 40 })
     const gw = await gateway({ backends: [{ url: backend.url }] })
     let produced = 0
     backend.events.on('chunk', () => produced++)
@@ -102,7 +90,7 @@ describe('chat through the gateway with the openai client', () => {
   })
 
   it('aborts the upstream request when the client goes away mid-stream', async () => {
-    const backend = await standIn({ tokens: 1000, interTokenDelayMs: 5 })
+    const backend = await cleanups.standIn({ tokens: 1000, interTokenDelayMs: 5 })
     const gw = await gateway({ backends: [{ url: backend.url }] })
     const closed = once(backend.events, 'client-closed')
     const controller = new AbortController()
@@ -125,7 +113,7 @@ describe('chat through the gateway with the openai client', () => {
 
   // A backend may compress when the request says nothing (RFC 9110 §12.5.3); the gateway must read the answer.
   it('asks the backend for an uncompressed answer, whatever the client accepts', async () => {
-    const backend = await standIn()
+    const backend = await cleanups.standIn()
     const gw = await gateway({ backends: [{ url: backend.url }] })
 
     const answer = await fetch(`${gw.url}/v1/chat/completions`, {
@@ -139,7 +127,7 @@ describe('chat through the gateway with the openai client', () => {
   })
 
   it('sends the backend api_key upstream, never the client token', async () => {
-    const backend = await standIn({ apiKey: 'backend-secret' })
+    const backend = await cleanups.standIn({ apiKey: 'backend-secret' })
     const gw = await gateway({ backends: [{ url: backend.url, api_key: 'backend-secret' }] })
 
     await client(gw).chat.completions.create({ model: 'm', messages })
@@ -173,7 +161,7 @@ describe('backend failures', () => {
   })
 
   it('answers 504 once first_byte_ms passed without an answer, not on undici’s half-second tick', async () => {
-    const backend = await standIn({ fail: 'hang' })
+    const backend = await cleanups.standIn({ fail: 'hang' })
     const gw = await gateway({ timeouts: { first_byte_ms: 50 }, backends: [{ url: backend.url }] })
 
     const started = performance.now()
@@ -189,8 +177,8 @@ describe('backend failures', () => {
   })
 
   it('retries another backend when the first hangs up before answering', async () => {
-    const broken = await standIn({ fail: 'close_before_headers' })
-    const healthy = await standIn()
+    const broken = await cleanups.standIn({ fail: 'close_before_headers' })
+    const healthy = await cleanups.standIn()
     const gw = await gateway({ retries: 1, backends: [{ url: broken.url, name: 'broken' }, { url: healthy.url, name: 'healthy' }] })
 
     // Round robin starts with one and then the other: both orders must succeed.
@@ -220,7 +208,7 @@ describe('backend failures', () => {
   })
 
   it('passes a backend error status and body through unchanged', async () => {
-    const backend = await standIn({ fail: 'status500' })
+    const backend = await cleanups.standIn({ fail: 'status500' })
     const gw = await gateway({ backends: [{ url: backend.url }] })
 
     const { status, text } = await post(gw, {})
@@ -259,7 +247,7 @@ describe('backend failures', () => {
   })
 
   it('ends a stream that dies midway with an error event and [DONE]', async () => {
-    const backend = await standIn({ tokens: 10, fail: 'close_mid_stream' })
+    const backend = await cleanups.standIn({ tokens: 10, fail: 'close_mid_stream' })
     const gw = await gateway({ backends: [{ url: backend.url }] })
 
     const { status, text } = await post(gw, { stream: true })
@@ -276,7 +264,7 @@ describe('backend failures', () => {
 
 describe('connections of clients that went away', () => {
   it('forgets a connection whose client hung up mid-stream (it once kept the whole request alive)', async () => {
-    const backend = await standIn({ tokens: 200, interTokenDelayMs: 5 })
+    const backend = await cleanups.standIn({ tokens: 200, interTokenDelayMs: 5 })
     const gw = await gateway({ backends: [{ url: backend.url }] })
     const closed = once(backend.events, 'client-closed')
     const controller = new AbortController()

@@ -5,30 +5,21 @@
  * them on the access log line.
  */
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
+import type { VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { metricValue } from '../support/metrics.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 
 const key = makeKey('team-a', ['chat'])
 const other = makeKey('team-b', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
-
-async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
-  const server = await startVllmStandIn(options)
-  cleanups.push(() => server.close())
-  return server
-}
-
-async function gateway(backend: VllmStandIn): Promise<TestGateway> {
-  const gw = await startTestGateway({
+function gateway(backend: VllmStandIn): Promise<TestGateway> {
+  return cleanups.gateway({
     server: { shutdown_grace_ms: 1000 },
     auth: { keys: [key.entry, other.entry] },
     models: [{ name: 'm', served_name: 'stand-in-model', backends: [{ url: backend.url, name: 'b1' }] }],
   })
-  cleanups.push(() => gw.shutdown())
-  return gw
 }
 
 /** 'Hello there' is 11 characters: the stand-in counts ceil(11 / 4) = 3 prompt tokens. */
@@ -92,7 +83,7 @@ describe('a stream whose client did not ask for usage', () => {
     ['with include_usage: false', { stream_options: { include_usage: false } }],
   ] as const) {
     it(`${name}: the gateway asks for usage and the client gets exactly what the backend would have sent`, async () => {
-      const backend = await standIn({ tokens: 4 })
+      const backend = await cleanups.standIn({ tokens: 4 })
       const gw = await gateway(backend)
       const body = { stream: true, ...extra }
 
@@ -114,7 +105,7 @@ describe('a stream whose client did not ask for usage', () => {
 
 describe('a stream whose client asked for usage', () => {
   it('gets the usage chunk and the usage members unchanged', async () => {
-    const backend = await standIn({ tokens: 4 })
+    const backend = await cleanups.standIn({ tokens: 4 })
     const gw = await gateway(backend)
     const body = { stream: true, stream_options: { include_usage: true } }
 
@@ -131,7 +122,7 @@ describe('a stream whose client asked for usage', () => {
 
 describe('token accounting', () => {
   it('counts prompt and completion tokens of whole and streamed answers in sluice_tokens_total, by key id', async () => {
-    const backend = await standIn({ tokens: 5 })
+    const backend = await cleanups.standIn({ tokens: 5 })
     const gw = await gateway(backend)
 
     const whole = (await (await viaGateway(gw, {}, 'whole')).json()) as { usage: { completion_tokens: number } }
@@ -150,7 +141,7 @@ describe('token accounting', () => {
   })
 
   it('writes the tokens on the access log line of whole and streamed answers', async () => {
-    const backend = await standIn({ tokens: 6 })
+    const backend = await cleanups.standIn({ tokens: 6 })
     const gw = await gateway(backend)
 
     await (await viaGateway(gw, {}, 'log-whole')).text()

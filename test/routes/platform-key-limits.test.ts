@@ -7,10 +7,10 @@ import { once } from 'node:events'
 import type { ServerResponse } from 'node:http'
 import { describe, expect, it } from 'vitest'
 import { RecordingServer, type RecordedRequest } from '../../src/dev/recording-server.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
-import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
 
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 const MODEL = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
 const JOB = JSON.stringify({ model_id: MODEL, trajectory_groups: [] })
 const MODELS = [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }]
@@ -33,8 +33,7 @@ async function upstream(hold = false): Promise<{ server: RecordingServer; waitin
 
 async function gatewayFor(url: string, limits: Record<string, number>): Promise<{ gw: TestGateway; authorization: string }> {
   const key = makeKey('limited', ['training', 'checkpoints'], { limits })
-  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: MODELS, upstreams: { training: { url }, checkpoints: { url } } })
-  cleanups.push(() => gw.shutdown())
+  const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: MODELS, upstreams: { training: { url }, checkpoints: { url } } })
   return { gw, authorization: `Bearer ${key.token}` }
 }
 

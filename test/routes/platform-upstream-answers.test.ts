@@ -9,18 +9,18 @@ import type { ServerResponse } from 'node:http'
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { RecordingServer, type RecordedRequest } from '../../src/dev/recording-server.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { deferred } from '../support/deferred.js'
-import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
 import { scrapeMetricSum, until, untilMetric } from '../support/metrics.js'
 import { exactRequest, expectErrorBody, rawExchange } from '../support/raw-http.js'
 
 const key = makeKey('ckpt-reader', ['checkpoints', 'training'])
 const LISTING = '/v1/preview/models/m-1/checkpoints'
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
-async function gatewayFor(upstreamUrl: string, firstByteMs = 5000): Promise<TestGateway> {
-  const gw = await startTestGateway({
+function gatewayFor(upstreamUrl: string, firstByteMs = 5000): Promise<TestGateway> {
+  return cleanups.gateway({
     auth: { keys: [key.entry] },
     models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
     upstreams: {
@@ -28,8 +28,6 @@ async function gatewayFor(upstreamUrl: string, firstByteMs = 5000): Promise<Test
       training: { url: upstreamUrl, timeouts: { first_byte_ms: firstByteMs } },
     },
   })
-  cleanups.push(() => gw.shutdown())
-  return gw
 }
 
 /** A node:http upstream answering every request with `answer`. */

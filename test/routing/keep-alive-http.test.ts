@@ -9,12 +9,12 @@ import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import type { Socket } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { makeKey, startTestGateway } from '../support/gateway.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { makeKey } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { listenForTest } from '../support/listen.js'
 
 const key = makeKey('team-a', ['chat', 'training'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
 const COMPLETION = JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] })
 
@@ -55,12 +55,11 @@ describe('timeouts.keep_alive_ms', () => {
   it('closes the idle connection to a chat backend and to a platform upstream, whatever the server announces', async () => {
     const backend = await patientServer(false)
     const upstream = await patientServer(true)
-    const gw = await startTestGateway({
+    const gw = await cleanups.gateway({
       auth: { keys: [key.entry] },
       models: [{ name: 'm', timeouts: { keep_alive_ms: 150 }, backends: [{ url: backend.url, name: 'b' }] }],
       upstreams: { training: { url: upstream.url, timeouts: { keep_alive_ms: 150 } } },
     })
-    cleanups.push(() => gw.shutdown())
     const headers = { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' }
 
     const chat = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) })

@@ -7,13 +7,13 @@
 import { createServer } from 'node:http'
 import { setTimeout as delay } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { makeKey, startTestGateway } from '../support/gateway.js'
 import { listenForTest } from '../support/listen.js'
 import { until } from '../support/metrics.js'
 
 const key = makeKey('ops', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
 // Well under the probe's own timeout (backend-monitor.ts MAX_PROBE_MS, 5 s), which used to end the drain.
 const GRACE_MS = 2000
@@ -26,13 +26,12 @@ describe('shutdown with a hung health probe', () => {
       req.resume()
     })
     const url = await listenForTest(hung, cleanups)
-    const gw = await startTestGateway({
+    const gw = await cleanups.gateway({
       server: { shutdown_grace_ms: GRACE_MS },
       auth: { keys: [key.entry] },
       // An interval longer than the probe timeout: the probe waits its full 5 s.
       models: [{ name: 'm', health: { interval_ms: 30_000 }, backends: [{ url, name: 'b1' }] }],
     })
-    cleanups.push(() => gw.shutdown()) // idempotent: the same promise again
     await until(() => probes.includes('/health') && probes.includes('/metrics'), 'the health check and the metrics read to be in flight')
 
     const timer = new AbortController()

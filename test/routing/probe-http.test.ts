@@ -6,13 +6,13 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { describe, expect, it } from 'vitest'
-import { cleanupsAfterEach } from '../support/cleanups.js'
-import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
+import { makeKey } from '../support/gateway.js'
 import { listenForTest } from '../support/listen.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 
 const key = makeKey('ops', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
 interface Probe {
   readonly method: string
@@ -31,11 +31,7 @@ async function recordingBackend(health: (res: ServerResponse) => void): Promise<
   return { url: await listenForTest(server, cleanups), probes }
 }
 
-async function gateway(backends: readonly Record<string, unknown>[]): Promise<TestGateway> {
-  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', health: { interval_ms: 100 }, backends }] })
-  cleanups.push(() => gw.shutdown())
-  return gw
-}
+const gateway = (backends: readonly Record<string, unknown>[]) => cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', health: { interval_ms: 100 }, backends }] })
 
 const healthChecks = (probes: readonly Probe[]) => probes.filter((p) => p.url.endsWith('/health')).length
 const okHealth = (res: ServerResponse) => void res.writeHead(200, { 'content-length': 2 }).end('ok')

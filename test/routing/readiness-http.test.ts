@@ -9,22 +9,16 @@
 import { createServer, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { cleanupsAfterEach } from '../support/cleanups.js'
-import { configFrom, makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { trackedAfterEach } from '../support/tracked.js'
+import { configFrom, makeKey, type TestGateway } from '../support/gateway.js'
 import { listenForTest } from '../support/listen.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 
 const key = makeKey('ops', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
 function gatewayConfig(url: string, health: Record<string, unknown>): Record<string, unknown> {
   return { auth: { keys: [key.entry] }, models: [{ name: 'm', health, backends: [{ url, name: 'b1' }] }] }
-}
-
-async function gateway(object: Record<string, unknown>): Promise<TestGateway> {
-  const gw = await startTestGateway(object)
-  cleanups.push(() => gw.shutdown())
-  return gw
 }
 
 async function readyz(gw: TestGateway): Promise<{ status: number; body: { status: string; models_without_healthy_backend: string[] } }> {
@@ -84,7 +78,7 @@ async function gatedBackend(): Promise<GatedBackend> {
 
 describe('readiness before the first check', () => {
   it('a backend nothing has reached is not ready and not up from the first scrape', async () => {
-    const gw = await gateway(gatewayConfig(await closedPortUrl(), { interval_ms: 100 }))
+    const gw = await cleanups.gateway(gatewayConfig(await closedPortUrl(), { interval_ms: 100 }))
 
     expect(await readyz(gw)).toEqual({ status: 503, body: { status: 'not_ready', models_without_healthy_backend: ['m'] } })
     expect(await backendUp(gw)).toBe(0)
@@ -92,7 +86,7 @@ describe('readiness before the first check', () => {
 
   it('turns ready, and the backend up, once the first check passed — not before', async () => {
     const backend = await gatedBackend()
-    const gw = await gateway(gatewayConfig(backend.url, { interval_ms: 60_000 }))
+    const gw = await cleanups.gateway(gatewayConfig(backend.url, { interval_ms: 60_000 }))
     await until(() => backend.healthRequests() === 1, 'the first health check to arrive')
 
     expect((await readyz(gw)).status).toBe(503)
@@ -108,7 +102,7 @@ describe('readiness across a reload', () => {
   it('a dead backend stays not ready, and chat gets 503 no_healthy_backend, right after a reload', async () => {
     // Two failed checks mark it down; the new generation's own first check fails at once but is only one.
     const object = gatewayConfig(await closedPortUrl(), { interval_ms: 250, unhealthy_after: 2 })
-    const gw = await gateway(object)
+    const gw = await cleanups.gateway(object)
     await until(() => gw.logLines().some((line) => line.msg === 'backend down'), 'the backend to be marked down', 5000)
 
     await gw.reload(configFrom({ ...object, server: { port: 0 } }))
@@ -121,7 +115,7 @@ describe('readiness across a reload', () => {
   it('a backend checks confirmed stays ready and up while the new generation’s first check is pending', async () => {
     const backend = await gatedBackend()
     const object = gatewayConfig(backend.url, { interval_ms: 60_000 })
-    const gw = await gateway(object)
+    const gw = await cleanups.gateway(object)
     await until(() => backend.healthRequests() === 1, 'the first health check to arrive')
     backend.release()
     await until(async () => (await readyz(gw)).status === 200, '/readyz 200 after the check passed')

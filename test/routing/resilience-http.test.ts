@@ -7,26 +7,14 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
 import { scrape, scrapeMetric } from '../support/metrics.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 
-
-async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
-  const server = await startVllmStandIn(options)
-  cleanups.push(() => server.close())
-  return server
-}
-
-async function gateway(model: Record<string, unknown>): Promise<TestGateway> {
-  const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', served_name: 'stand-in-model', ...model }] })
-  cleanups.push(() => gw.shutdown())
-  return gw
-}
+const gateway = (model: Record<string, unknown>) => cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', served_name: 'stand-in-model', ...model }] })
 
 interface TinyServer {
   readonly url: string
@@ -100,7 +88,7 @@ function contentOf(text: string): string {
 describe('failover under load', () => {
   it('loses no request when a backend dies mid-run, marks it down, and takes it back after a restart', async () => {
     const intervalMs = 200
-    const backends = [await standIn(), await standIn(), await standIn()]
+    const backends = [await cleanups.standIn(), await cleanups.standIn(), await cleanups.standIn()]
     const gw = await gateway({
       retries: 2,
       health: { interval_ms: intervalMs, unhealthy_after: 2 },
@@ -144,7 +132,7 @@ describe('failover under load', () => {
     expect(await victimUp()).toBe(0)
     expect((await fetch(`${gw.url}/readyz`)).status).toBe(200)
 
-    const restarted = await standIn({ port: victimPort })
+    const restarted = await cleanups.standIn({ port: victimPort })
     // Back after one successful check (DESIGN.md); a few intervals of slack for the check's timing.
     const upPolls = await pollUntil(async () => (await victimUp()) === 1, 1000, Date.now() + 10 * intervalMs)
     expect(upPolls).not.toBeNull()
@@ -183,7 +171,7 @@ describe('coming back after an incident', () => {
 
 describe('a stream that fails after it started', () => {
   it('ends with the error object and [DONE], frees the slot and counts a mid_stream error', async () => {
-    const backend = await standIn({ tokens: 10, fail: 'close_mid_stream' })
+    const backend = await cleanups.standIn({ tokens: 10, fail: 'close_mid_stream' })
     const gw = await gateway({ backends: [{ url: backend.url, name: 'b0' }] })
 
     const { status, text } = await post(gw, { stream: true })
@@ -203,7 +191,7 @@ describe('a stream that fails after it started', () => {
 describe('a non-stream answer that breaks halfway', () => {
   // Regression: a broken stream was a passive failure of its backend, a broken JSON answer only a metric.
   it('is a 502 and a passive failure of its backend, as a broken stream is', async () => {
-    const backend = await standIn({ fail: 'close_mid_stream' })
+    const backend = await cleanups.standIn({ fail: 'close_mid_stream' })
     // Checks far apart: only the passive failure can take the backend out before the test ends.
     const gw = await gateway({ retries: 0, health: { interval_ms: 60_000, unhealthy_after: 1 }, backends: [{ url: backend.url, name: 'b0' }] })
     const up = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b0' })
@@ -249,7 +237,7 @@ describe('idle timeout', () => {
 
 describe('no healthy backend', () => {
   it('answers 503 no_healthy_backend at once instead of queueing until max_wait_ms', async () => {
-    const sick = await standIn({ fail: 'status500' })
+    const sick = await cleanups.standIn({ fail: 'status500' })
     const gw = await gateway({
       health: { interval_ms: 100, unhealthy_after: 1 },
       queue: { max_wait_ms: 10000 },
@@ -313,7 +301,7 @@ describe('failover on backend answers', () => {
       const body = JSON.stringify({ error: { message: 'overloaded', type: 'ServiceUnavailableError', param: null, code: 503 } })
       res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
     })
-    const healthy = await standIn({ tokens: 3 })
+    const healthy = await cleanups.standIn({ tokens: 3 })
     const gw = await firstThenOther(overloaded, healthy)
 
     const results = []
@@ -335,7 +323,7 @@ describe('failover on backend answers', () => {
       res.writeHead(503, { 'content-type': 'application/json' })
       res.write('{"error": {"message": "overloaded", "detail": "')
     })
-    const healthy = await standIn({ tokens: 3 })
+    const healthy = await cleanups.standIn({ tokens: 3 })
     const gw = await firstThenOther(trickling, healthy)
 
     // Round robin starts with the first backend, the trickling one. 5 s is far below the 60 s idle_ms the old code waited.
@@ -352,7 +340,7 @@ describe('failover on backend answers', () => {
     const refusing = await tinyServer((_req, res) => {
       res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
     })
-    const other = await standIn()
+    const other = await cleanups.standIn()
     const gw = await firstThenOther(refusing, other)
 
     const first = await post(gw)
@@ -366,8 +354,8 @@ describe('failover on backend answers', () => {
 
 describe('least_loaded with backend metrics', () => {
   it('steers sequential requests away from the backend that reports a long queue', async () => {
-    const busy = await standIn({ reportWaiting: 50 })
-    const idle = await standIn()
+    const busy = await cleanups.standIn({ reportWaiting: 50 })
+    const idle = await cleanups.standIn()
     const gw = await gateway({
       balance: 'least_loaded',
       health: { interval_ms: 100 },
@@ -393,7 +381,7 @@ describe('least_loaded with backend metrics', () => {
 
 describe('prefix_affinity end to end', () => {
   it('keeps every turn of a conversation on one backend and spreads conversations', async () => {
-    const backends = await Promise.all([standIn({ tokens: 2 }), standIn({ tokens: 2 }), standIn({ tokens: 2 }), standIn({ tokens: 2 })])
+    const backends = await Promise.all([cleanups.standIn({ tokens: 2 }), cleanups.standIn({ tokens: 2 }), cleanups.standIn({ tokens: 2 }), cleanups.standIn({ tokens: 2 })])
     const gw = await gateway({ balance: 'prefix_affinity', backends: backends.map((b, i) => ({ url: b.url, name: `b${i}` })) })
 
     const conversations = 40

@@ -6,32 +6,23 @@
 import { once } from 'node:events'
 import { connect } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
-import { configFrom, makeKey, startTestGateway, type TestGateway, type TestKey } from '../support/gateway.js'
+import type { ReceivedRequest, VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { configFrom, makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { scrapeMetric, until, untilMetric } from '../support/metrics.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { nextEvents } from '../support/stand-in-events.js'
 import { seeded } from '../support/seeded-random.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
-
-
-async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
-  const server = await startVllmStandIn(options)
-  cleanups.push(() => server.close())
-  return server
-}
+const cleanups = trackedAfterEach()
 
 /** One model "m" on one backend "b1"; a short grace so a failed test never waits 30 s on shutdown. */
-async function gateway(backend: VllmStandIn, model: Record<string, unknown>, keys: readonly TestKey[] = [key], graceMs = 1000): Promise<TestGateway> {
-  const gw = await startTestGateway({
+function gateway(backend: VllmStandIn, model: Record<string, unknown>, keys: readonly TestKey[] = [key], graceMs = 1000): Promise<TestGateway> {
+  return cleanups.gateway({
     server: { shutdown_grace_ms: graceMs },
     auth: { keys: keys.map((k) => k.entry) },
     models: [{ name: 'm', served_name: 'stand-in-model', backends: [{ url: backend.url, name: 'b1' }], ...model }],
   })
-  cleanups.push(() => gw.shutdown())
-  return gw
 }
 
 interface SendOptions {
@@ -79,7 +70,7 @@ function expectRetryAfter(value: string | null, min: number, max = Number.POSITI
 
 describe('the priority queue', () => {
   it('serves waiting requests lowest priority first, then by arrival, and forwards priority', async () => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, { priority_scheduling: true, max_concurrency_per_backend: 2 })
     const running = nextEvents(backend, 'held', 2)
     const responses = [send(gw, 'busy-1'), send(gw, 'busy-2')]
@@ -104,7 +95,7 @@ describe('the priority queue', () => {
   it('never has more requests at a backend than its slots, with 500 concurrent clients and random aborts', async () => {
     const slots = 4
     // Streams pace their tokens, so requests overlap at the backend and the bound is really at stake.
-    const backend = await standIn({ tokens: 3, interTokenDelayMs: 1 })
+    const backend = await cleanups.standIn({ tokens: 3, interTokenDelayMs: 1 })
     const gw = await gateway(backend, { priority_scheduling: true, max_concurrency_per_backend: slots, queue: { max_size: 1000, max_wait_ms: 60000 } })
     const random = seeded(20240611)
     const abortOnArrival = new Map<string, AbortController>()
@@ -161,7 +152,7 @@ describe('the priority queue', () => {
 
 describe('a full queue', () => {
   it('turns away the newest request of the worst priority present, which may be the arriving one', async () => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, { priority_scheduling: true, max_concurrency_per_backend: 1, queue: { max_size: 2 } })
     const running = nextEvents(backend, 'held', 1)
     const busy = send(gw, 'busy')
@@ -192,7 +183,7 @@ describe('a full queue', () => {
 
 describe('leaving the queue', () => {
   it('answers 503 overloaded_error queue_timeout with Retry-After after max_wait_ms', async () => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, { max_concurrency_per_backend: 1, queue: { max_wait_ms: 300 } })
     const running = nextEvents(backend, 'held', 1)
     const busy = send(gw, 'busy')
@@ -212,7 +203,7 @@ describe('leaving the queue', () => {
   })
 
   it('drops a request whose client disconnected while queued: the backend never sees it', async () => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, { max_concurrency_per_backend: 1 })
     const running = nextEvents(backend, 'held', 1)
     const busy = send(gw, 'busy')
@@ -239,7 +230,7 @@ describe('leaving the queue', () => {
 describe('key policy', () => {
   it('refuses a priority below the key min_priority with 403, after the body checks', async () => {
     const strict = makeKey('strict', ['chat'], { min_priority: 0 })
-    const backend = await standIn({ tokens: 2 })
+    const backend = await cleanups.standIn({ tokens: 2 })
     const gw = await gateway(backend, { priority_scheduling: true }, [key, strict])
 
     const below = await errorOf(await send(gw, 'x', { as: strict, priority: -1 }))
@@ -260,7 +251,7 @@ describe('key policy', () => {
 describe('per-key limits', () => {
   it('requests_per_minute: the third request in a minute gets 429 rate_limit_requests', async () => {
     const limited = makeKey('limited', ['chat'], { limits: { requests_per_minute: 2 } })
-    const backend = await standIn({ tokens: 2 })
+    const backend = await cleanups.standIn({ tokens: 2 })
     const gw = await gateway(backend, {}, [key, limited])
 
     expect((await send(gw, 'a', { as: limited })).status).toBe(200)
@@ -275,7 +266,7 @@ describe('per-key limits', () => {
 
   it('max_concurrency: a second concurrent request gets 429 concurrency; the share returns when the first ends', async () => {
     const limited = makeKey('limited', ['chat'], { limits: { max_concurrency: 1 } })
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, {}, [key, limited])
     const running = nextEvents(backend, 'held', 1)
     const first = send(gw, 'first', { as: limited })
@@ -300,7 +291,7 @@ describe('per-key limits', () => {
 
   it('max_concurrency: a request that left the queue gives its share back', async () => {
     const limited = makeKey('limited', ['chat'], { limits: { max_concurrency: 2 } })
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, { max_concurrency_per_backend: 1 }, [limited])
     const running = nextEvents(backend, 'held', 1)
     const busy = send(gw, 'busy', { as: limited })
@@ -321,7 +312,7 @@ describe('per-key limits', () => {
 
   it('tokens_per_minute: once an answer used the budget the next request gets 429 rate_limit_tokens', async () => {
     const limited = makeKey('limited', ['chat'], { limits: { tokens_per_minute: 10 } })
-    const backend = await standIn({ tokens: 20 })
+    const backend = await cleanups.standIn({ tokens: 20 })
     const gw = await gateway(backend, {}, [key, limited])
 
     const first = await send(gw, 'first', { as: limited })
@@ -338,7 +329,7 @@ describe('per-key limits', () => {
 
   it('tokens_per_minute: a stream is charged too, with the usage the gateway asked for on its behalf', async () => {
     const limited = makeKey('limited', ['chat'], { limits: { tokens_per_minute: 10 } })
-    const backend = await standIn({ tokens: 20 })
+    const backend = await cleanups.standIn({ tokens: 20 })
     const gw = await gateway(backend, {}, [key, limited])
 
     const stream = await send(gw, 'stream', { as: limited, extra: { stream: true } })
@@ -355,7 +346,7 @@ describe('per-key limits', () => {
 describe('streams', () => {
   it('hold their slot until the stream ended: the next request waits for [DONE]', async () => {
     const tokens = 150
-    const backend = await standIn({ tokens, interTokenDelayMs: 4 })
+    const backend = await cleanups.standIn({ tokens, interTokenDelayMs: 4 })
     const gw = await gateway(backend, { max_concurrency_per_backend: 1 })
     let chunks = 0
     const answered: string[] = []
@@ -382,14 +373,13 @@ describe('streams', () => {
 
 describe('a reload', () => {
   it('counts the slots the previous configuration still holds: the backend never gets more than its slots', async () => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const settings = {
       server: { port: 0, shutdown_grace_ms: 1000 },
       auth: { keys: [key.entry] },
       models: [{ name: 'm', served_name: 'stand-in-model', max_concurrency_per_backend: 1, backends: [{ url: backend.url, name: 'b1' }] }],
     }
-    const gw = await startTestGateway(settings)
-    cleanups.push(() => gw.shutdown())
+    const gw = await cleanups.gateway(settings)
     let mostHeld = 0
     backend.events.on('held', () => (mostHeld = Math.max(mostHeld, backend.heldCount())))
     const queuedHere = (depth: number) => until(() => gw.context.state.slots.get('m')!.queueDepth() === depth, `a queue depth of ${depth}`)
@@ -421,7 +411,7 @@ describe('a reload', () => {
 
 describe('shutdown', () => {
   it('answers queued requests 503 at once and lets the in-flight one finish', async () => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, { max_concurrency_per_backend: 1 }, [key], 2000)
     const running = nextEvents(backend, 'held', 1)
     const busy = send(gw, 'busy')
@@ -450,9 +440,9 @@ describe('shutdown', () => {
   // Regression: at the end of the grace period the connections were closed without a word, and
   // the access lines said the clients had left (499).
   it('when the grace period runs out: a running stream ends with a shutting_down event and [DONE], a request waiting for its answer gets 503', async () => {
-    const slow = await standIn({ tokens: 10_000, interTokenDelayMs: 20 })
-    const held = await standIn({ hold: true, tokens: 2 })
-    const gw = await startTestGateway({
+    const slow = await cleanups.standIn({ tokens: 10_000, interTokenDelayMs: 20 })
+    const held = await cleanups.standIn({ hold: true, tokens: 2 })
+    const gw = await cleanups.gateway({
       server: { shutdown_grace_ms: 300 },
       auth: { keys: [key.entry] },
       models: [
@@ -460,7 +450,6 @@ describe('shutdown', () => {
         { name: 'held', served_name: 'stand-in-model', backends: [{ url: held.url, name: 'held' }] },
       ],
     })
-    cleanups.push(() => gw.shutdown())
     const post = (model: string, stream: boolean) =>
       fetch(`${gw.url}/v1/chat/completions`, {
         method: 'POST',
@@ -507,7 +496,7 @@ describe('shutdown', () => {
   // Regression: a keep-alive connection that went idle after draining began held shutdown
   // for the whole grace period (src/connection-drain.ts closes it after its response).
   it('finishes soon after the last in-flight request ended, not at the end of the grace period', async () => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await gateway(backend, {}, [key], 3000)
     const running = nextEvents(backend, 'held', 1)
     const busy = send(gw, 'busy')
@@ -525,7 +514,7 @@ describe('shutdown', () => {
   // Regression: a connection that never sent a request (a preconnect, a TCP probe) held
   // shutdown for the whole grace period.
   it('is not held up by a connection that never sent a request', async () => {
-    const backend = await standIn({ tokens: 2 })
+    const backend = await cleanups.standIn({ tokens: 2 })
     const gw = await gateway(backend, {}, [key], 3000)
     const { port, hostname } = new URL(gw.url)
     const silent = connect(Number(port), hostname)

@@ -14,19 +14,18 @@
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import { expect, it } from 'vitest'
-import { startVllmStandIn, type ReceivedRequest } from '../../src/dev/vllm-stand-in.js'
+import type { ReceivedRequest } from '../../src/dev/vllm-stand-in.js'
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { isErrorBody } from '../support/raw-http.js'
-import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { deferred } from '../support/deferred.js'
 
 const key = makeKey('team-load', ['chat'], { limits: { max_concurrency: 1000 } })
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
@@ -65,9 +64,8 @@ describeWithRedis('a Redis outage under load', () => {
   it('answers every request exactly once, counts each, leaks nothing, and resumes shared state on both replicas', async (context) => {
     if (!redis.controllable) context.skip()
     // "m": streams paced at 2 ms a token (3 tokens unless aborted, which would take 1000); "h": held until released.
-    const paced = await startVllmStandIn({ tokens: 1000, interTokenDelayMs: 2 })
-    const holding = await startVllmStandIn({ hold: true, tokens: 3 })
-    cleanups.push(() => paced.close(), () => holding.close())
+    const paced = await cleanups.standIn({ tokens: 1000, interTokenDelayMs: 2 })
+    const holding = await cleanups.standIn({ hold: true, tokens: 3 })
     const prefix = uniquePrefix('outage-load')
     const config = {
       server: { shutdown_grace_ms: 1000 },
@@ -80,9 +78,7 @@ describeWithRedis('a Redis outage under load', () => {
     }
     const replicas: TestGateway[] = []
     for (let r = 0; r < 2; r++) {
-      const gw = await startRedisTestGateway(config, TIMINGS)
-      cleanups.push(() => gw.shutdown())
-      replicas.push(gw)
+      replicas.push(await cleanups.redisGateway(config, TIMINGS))
     }
     for (const gw of replicas) await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 'readyz 200')
     const mKeys = modelKeys(prefix, 'm', ['paced'])

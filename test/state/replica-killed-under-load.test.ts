@@ -21,18 +21,18 @@
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import { expect, it } from 'vitest'
-import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import type { ReceivedRequest, VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
-import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
+import { startChildGateway, type ChildGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { deferred } from '../support/deferred.js'
 
 const key = makeKey('team-kill', ['chat'], { limits: { max_concurrency: 1000 } })
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
@@ -67,12 +67,6 @@ interface RedisView {
   readonly tickets: string[]
 }
 
-async function standIn(options: StandInOptions): Promise<VllmStandIn> {
-  const server = await startVllmStandIn(options)
-  cleanups.push(() => server.close())
-  return server
-}
-
 /** Replica A in its own process (so it can be killed), replica B in this one, on one state under a fresh prefix; model "m" on `backend`. */
 async function replicas(backend: VllmStandIn, slots: number): Promise<{ a: ChildGateway; b: TestGateway; prefix: string }> {
   const prefix = uniquePrefix('replica-kill')
@@ -86,8 +80,7 @@ async function replicas(backend: VllmStandIn, slots: number): Promise<{ a: Child
   }
   const a = await startChildGateway(config, TIMINGS)
   cleanups.push(() => a.kill())
-  const b = await startRedisTestGateway(config, TIMINGS)
-  cleanups.push(() => b.shutdown())
+  const b = await cleanups.redisGateway(config, TIMINGS)
   await until(async () => (await fetch(`${a.url}/readyz`)).status === 200 && (await fetch(`${b.url}/readyz`)).status === 200, 'both ready')
   return { a, b, prefix }
 }
@@ -123,7 +116,7 @@ describeWithRedis('a replica killed under load', () => {
   useInspectedRedis((started) => ({ redis, inspect } = started))
 
   it("cuts only A's clients, frees A's slots and queue entries within a lease TTL, and serves and counts all of B's", async (context) => {
-    const backend = await standIn({ tokens: 3, interTokenDelayMs: 10 })
+    const backend = await cleanups.standIn({ tokens: 3, interTokenDelayMs: 10 })
     const { a, b, prefix } = await replicas(backend, SLOTS)
     const urls: Record<Replica, string> = { A: a.url, B: b.url }
     const view = () => redisView(prefix)
@@ -310,7 +303,7 @@ describeWithRedis('a replica killed under load', () => {
   }, 30_000)
 
   it("a slot freed late for a waiter of the killed replica is back within one lease TTL of the kill, not one TTL after it was handed over", async (context) => {
-    const backend = await standIn({ hold: true, tokens: 2 })
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const { a, b, prefix } = await replicas(backend, 1)
     const view = () => redisView(prefix)
     const runningHeld = once(backend.events, 'held')

@@ -7,19 +7,18 @@
  */
 import { Redis } from 'ioredis'
 import { expect, it } from 'vitest'
-import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import type { VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
-import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 
 const key = makeKey('team-a', ['chat'])
 const FAST_MS = 100
 /** Replica B would not look again within the test. */
 const SLOW_MS = 600_000
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 let redis: TestRedis
 let inspect: Redis
 
@@ -34,16 +33,9 @@ function config(prefix: string, backend: VllmStandIn, intervalMs: number): Recor
 }
 
 async function gateway(object: Record<string, unknown>): Promise<TestGateway> {
-  const gw = await startRedisTestGateway(object, { callBudgetMs: 1000 })
-  let open = true
-  const shutdown = async () => {
-    if (!open) return
-    open = false
-    await gw.shutdown()
-  }
-  cleanups.push(shutdown)
+  const gw = await cleanups.redisGateway(object, { callBudgetMs: 1000 })
   await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 'readyz 200')
-  return { ...gw, shutdown }
+  return gw
 }
 
 const backendUp = (url: string) => scrapeMetric(url, 'sluice_backend_up', { model: 'm', backend: 'b1' })
@@ -52,8 +44,7 @@ describeWithRedis('shared backend health (Redis mode)', () => {
   useInspectedRedis((started) => ({ redis, inspect } = started))
 
   it('a backend one replica finds down is down on every replica, and back when that replica sees it recover', async () => {
-    const backend = await startVllmStandIn()
-    cleanups.push(() => backend.close())
+    const backend = await cleanups.standIn()
     const prefix = uniquePrefix('health')
     const a = await gateway(config(prefix, backend, FAST_MS))
     const b = await gateway(config(prefix, backend, SLOW_MS))
@@ -77,8 +68,7 @@ describeWithRedis('shared backend health (Redis mode)', () => {
   })
 
   it('the verdict of a replica that is gone lapses after three of its health intervals', async () => {
-    const backend = await startVllmStandIn()
-    cleanups.push(() => backend.close())
+    const backend = await cleanups.standIn()
     const prefix = uniquePrefix('health')
     const a = await gateway(config(prefix, backend, FAST_MS))
     const b = await gateway(config(prefix, backend, SLOW_MS))

@@ -7,26 +7,19 @@
  */
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { startVllmStandIn, type ReceivedRequest, type StandInOptions, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import type { ReceivedRequest, VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
-import { startChildGateway, startRedisTestGateway, type ChildGateway } from '../support/redis-gateway.js'
+import { startChildGateway, type ChildGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { scrapeMetric, until } from '../support/metrics.js'
-import { cleanupsAfterEach } from '../support/cleanups.js'
+import { trackedAfterEach } from '../support/tracked.js'
 import { nextEvents } from '../support/stand-in-events.js'
 
 const key = makeKey('team-a', ['chat'])
-const cleanups = cleanupsAfterEach()
+const cleanups = trackedAfterEach()
 let redis: TestRedis
 let inspect: Redis
-
-
-async function standIn(options: StandInOptions = {}): Promise<VllmStandIn> {
-  const server = await startVllmStandIn(options)
-  cleanups.push(() => server.close())
-  return server
-}
 
 interface Shared {
   readonly prefix: string
@@ -55,8 +48,7 @@ function sharedState(): Shared {
 const TIMINGS = { callBudgetMs: 1000 }
 
 async function gateway(config: Record<string, unknown>): Promise<TestGateway> {
-  const gw = await startRedisTestGateway(config, TIMINGS)
-  cleanups.push(() => gw.shutdown())
+  const gw = await cleanups.redisGateway(config, TIMINGS)
   await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 'readyz 200')
   return gw
 }
@@ -83,7 +75,7 @@ describeWithRedis('Redis mode through HTTP', () => {
 
   describe('two replicas, one backend', () => {
     it('never has more requests at the backend than its slots, with 200 concurrent clients split across both', async () => {
-      const backend = await standIn({ tokens: 3, interTokenDelayMs: 1 })
+      const backend = await cleanups.standIn({ tokens: 3, interTokenDelayMs: 1 })
       const shared = sharedState()
       const model = { priority_scheduling: true, max_concurrency_per_backend: 2, queue: { max_size: 1000, max_wait_ms: 60000 } }
       const replicas = [await gateway(shared.config(backend, model)), await gateway(shared.config(backend, model))]
@@ -108,7 +100,7 @@ describeWithRedis('Redis mode through HTTP', () => {
     })
 
     it('serves waiters from both replicas in one priority order: -3, 0, 0, 5, 5', async () => {
-      const backend = await standIn({ hold: true, tokens: 2 })
+      const backend = await cleanups.standIn({ hold: true, tokens: 2 })
       const shared = sharedState()
       const model = { priority_scheduling: true, max_concurrency_per_backend: 2 }
       const [one, two] = [await gateway(shared.config(backend, model)), await gateway(shared.config(backend, model))]
@@ -137,7 +129,7 @@ describeWithRedis('Redis mode through HTTP', () => {
 
   describe('key limits across replicas', () => {
     it('requests_per_minute 3 shared: the fourth request, on either replica, gets 429', async () => {
-      const backend = await standIn({ tokens: 2 })
+      const backend = await cleanups.standIn({ tokens: 2 })
       const limited = makeKey('rpm-3', ['chat'], { limits: { requests_per_minute: 3 } })
       const shared = sharedState()
       const [one, two] = [await gateway(shared.config(backend, {}, [limited])), await gateway(shared.config(backend, {}, [limited]))]
@@ -151,7 +143,7 @@ describeWithRedis('Redis mode through HTTP', () => {
     })
 
     it('requests_per_minute 10: exactly 10 of 14 concurrent requests split across replicas succeed', async () => {
-      const backend = await standIn({ tokens: 2 })
+      const backend = await cleanups.standIn({ tokens: 2 })
       const limited = makeKey('rpm-10', ['chat'], { limits: { requests_per_minute: 10 } })
       const shared = sharedState()
       const replicas = [await gateway(shared.config(backend, {}, [limited])), await gateway(shared.config(backend, {}, [limited]))]
@@ -161,7 +153,7 @@ describeWithRedis('Redis mode through HTTP', () => {
     })
 
     it('max_concurrency 1 shared: a request on the other replica is refused while one runs', async () => {
-      const backend = await standIn({ hold: true, tokens: 2 })
+      const backend = await cleanups.standIn({ hold: true, tokens: 2 })
       const limited = makeKey('conc-1', ['chat'], { limits: { max_concurrency: 1 } })
       const shared = sharedState()
       const [one, two] = [await gateway(shared.config(backend, {}, [limited])), await gateway(shared.config(backend, {}, [limited]))]
@@ -181,13 +173,12 @@ describeWithRedis('Redis mode through HTTP', () => {
   describe('a replica killed with SIGKILL', () => {
     it('gives its slots back within one lease TTL and its queued entries disappear; the other replica keeps serving', async () => {
       const timings = { ...TIMINGS, leaseTtlMs: 1500, backstopMs: 200 }
-      const backend = await standIn({ hold: true, tokens: 2 })
+      const backend = await cleanups.standIn({ hold: true, tokens: 2 })
       const shared = sharedState()
       const model = { max_concurrency_per_backend: 2 }
       let doomed: ChildGateway | null = await startChildGateway(shared.config(backend, model), timings)
       cleanups.push(() => doomed?.kill() ?? Promise.resolve())
-      const survivor = await startRedisTestGateway(shared.config(backend, model), timings)
-      cleanups.push(() => survivor.shutdown())
+      const survivor = await cleanups.redisGateway(shared.config(backend, model), timings)
       await until(async () => (await fetch(`${doomed!.url}/readyz`)).status === 200 && (await fetch(`${survivor.url}/readyz`)).status === 200, 'both ready')
 
       const held = nextEvents(backend, 'held', 2)
@@ -220,10 +211,9 @@ describeWithRedis('Redis mode through HTTP', () => {
   describe('a Redis outage', () => {
     it('serves on local limits, reports it once, and resumes shared state without leaking a slot', async (context) => {
       if (!redis.controllable) context.skip()
-      const backend = await standIn({ hold: true, tokens: 2 })
+      const backend = await cleanups.standIn({ hold: true, tokens: 2 })
       const shared = sharedState()
-      const gw = await startRedisTestGateway(shared.config(backend, { max_concurrency_per_backend: 1 }), TIMINGS)
-      cleanups.push(() => gw.shutdown())
+      const gw = await cleanups.redisGateway(shared.config(backend, { max_concurrency_per_backend: 1 }), TIMINGS)
       await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, 'ready')
       expect(await scrapeMetric(gw.url, 'sluice_redis_up')).toBe(1)
 
