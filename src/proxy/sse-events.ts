@@ -27,6 +27,8 @@ export class SseEventSplitter {
   #heldCR = false
   /** Part of the current event was handed on already (it outgrew the bound). */
   #handedOnPart = false
+  /** An event was handed on at its last CR (takeEndedAtCR): an LF next completes that CRLF, it is no empty line. */
+  #crEnded = false
 
   constructor(maxEventBytes = MAX_EVENT_BYTES) {
     this.#maxEventBytes = maxEventBytes
@@ -37,6 +39,14 @@ export class SseEventSplitter {
     const events: Buffer[] = []
     let from = 0
     let at = 0
+    if (this.#crEnded && chunk.length > 0) {
+      this.#crEnded = false
+      // The rest of that event's CRLF: a piece of its own, so the next event starts clean and no byte is lost.
+      if (chunk[0] === LF) {
+        events.push(chunk.subarray(0, 1))
+        from = at = 1
+      }
+    }
     if (this.#heldCR && chunk.length > 0) {
       this.#heldCR = false
       at = chunk[0] === LF ? 1 : 0
@@ -68,6 +78,30 @@ export class SseEventSplitter {
     }
     if (from < chunk.length) this.#hold(chunk.subarray(from), events)
     return events
+  }
+
+  /**
+   * The held event when it is whole but for the LF that may follow its last
+   * CR, and framed with lone CRs (null otherwise). push() keeps it until the
+   * next byte tells CR from CRLF; with lone-CR framing that byte is the next
+   * event's, a token's time away, and never comes when the backend fails
+   * first. Whether an LF follows does not change the event (the SSE spec ends
+   * the blank line at the CR), so it can go now; push() then gives such an
+   * LF as a one-byte piece of its own. An event with an LF in it is CRLF or
+   * LF framed: its last LF comes with the next bytes at once, and it stays
+   * held so that it goes out (and is inspected) with its whole terminator.
+   */
+  takeEndedAtCR(): Buffer | null {
+    if (!this.#heldCR || !this.#lineEmpty || this.#partsLength === 0) return null
+    // Scanned again only here: an event that ends exactly at the end of a network chunk, in a CR.
+    for (const part of this.#parts) if (part.indexOf(LF) >= 0) return null
+    this.#heldCR = false
+    this.#crEnded = true
+    this.#handedOnPart = false
+    const event = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts, this.#partsLength)
+    this.#parts = []
+    this.#partsLength = 0
+    return event
   }
 
   /** Whether the receiver holds the start of an event whose end has not come (it outgrew the bound). */

@@ -37,7 +37,11 @@ export class SseRelay {
   push(chunk: Buffer): { readonly out: Buffer | null; readonly firstContent: boolean } {
     let out: Buffer | Buffer[] | null = null
     let firstContent = false
-    for (const event of this.#splitter.push(chunk)) {
+    const events = this.#splitter.push(chunk)
+    // A lone-CR framed event goes out now, not when the backend's next bytes come (if they ever do).
+    const endedAtCR = this.#splitter.takeEndedAtCR()
+    if (endedAtCR !== null) events.push(endedAtCR)
+    for (const event of events) {
       const verdict = inspectEvent(event, this.#stripInjectedUsage)
       if (verdict.usage !== null) this.#usage = verdict.usage
       if (verdict.forward === null) continue

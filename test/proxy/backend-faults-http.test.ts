@@ -20,6 +20,7 @@ import { exactRequest, expectErrorBody, type RawResponse } from '../support/raw-
 import { scrapeMetricSum, until } from '../support/metrics.js'
 import { trackedAfterEach } from '../support/tracked.js'
 import { listenForTest } from '../support/listen.js'
+import { GOOD_COMPLETION } from '../support/good-completion.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups = trackedAfterEach()
@@ -35,14 +36,6 @@ interface FaultyBackend {
   fault: Fault | null
 }
 
-const GOOD_COMPLETION = JSON.stringify({
-  id: 'chatcmpl-good',
-  object: 'chat.completion',
-  created: 1,
-  model: 'served-m',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'fine' }, logprobs: null, finish_reason: 'stop' }],
-  usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
-})
 
 async function faultyBackend(fault: Fault): Promise<FaultyBackend> {
   let chats = 0
