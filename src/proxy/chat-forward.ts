@@ -12,6 +12,7 @@ import { answerTooLargeError, brokenAnswerError, classifyUpstreamFailure, upstre
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
 import type { KeyTicket, ModelSlots } from '../state/store.js'
+import type { ChatCompletionBody } from '../schemas/chat.js'
 import type { BackendStats } from '../routing/balancers/balancer.js'
 import { dispatchChat, type AttemptOutcome, type ChatAnswer } from './chat-dispatch.js'
 import type { PassiveFailure } from '../routing/health-state.js'
@@ -19,12 +20,15 @@ import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } 
 import type { ClientDeparture } from './client-departure.js'
 import { SseRelay } from './sse-relay.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
+import { estimatedStreamUsage } from './usage-estimate.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
   /** The normalized body as its bytes (proxy/chat-upstream-body.ts). */
   readonly payload: string | Buffer
+  /** The client's messages, read only to estimate a stream's usage when it reports none. */
+  readonly messages: ChatCompletionBody['messages']
   readonly requestId: string
   readonly priority: number
   /** The gateway added `include_usage` for its own accounting: hide it from the client. */
@@ -135,7 +139,9 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   headers['x-accel-buffering'] = 'no'
   res.writeHead(200, headers)
   res.on('drain', () => answer.call.resume())
-  res.on('close', () => settle(relay.usage))
+  const usage = () => relay.usage ?? estimatedStreamUsage(job.messages, relay.events)
+  // Ahead of the access log's listener (access-log.ts), so a cut stream's line carries the tokens charged.
+  res.prependListener('close', () => settle(usage()))
   answer.call.consume({
     data: (chunk) => {
       const { out, firstContent } = relay.push(chunk)
@@ -146,13 +152,13 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
       return out === null || res.write(out)
     },
     end: () => {
-      settle(relay.usage)
+      settle(usage())
       const rest = relay.end()
       if (rest === null) res.end()
       else res.end(rest)
     },
     error: (error) => {
-      settle(relay.usage)
+      settle(usage())
       const cutOff = job.client.cutOffBy
       if (answer.call.aborted && cutOff === null) return
       const failure = cutOff ?? brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
@@ -196,7 +202,8 @@ function upstreamRequestHeaders(request: FastifyRequest, requestId: string): Hea
 /**
  * Ends the request's hold on shared capacity exactly once: the slot goes to
  * the next waiter, the key's concurrency share is returned, and the tokens
- * the answer reported are counted and charged.
+ * the answer reported (estimated for a stream that reported none) are
+ * counted and charged.
  */
 function settlement(ctx: GatewayContext, request: FastifyRequest, job: ChatForward, answer: ChatAnswer): (usage: TokenUsage | null) => void {
   let settled = false

@@ -14,11 +14,18 @@ import type { ErrorBody } from '../errors/gateway-error.js'
 import { SseEventSplitter } from './sse-events.js'
 import { carriesContent, inspectEvent, type TokenUsage } from './stream-usage.js'
 
+const DONE = /^data: ?\[DONE\]\s*$/
+/** `data: [DONE]` and its CRLF CRLF. */
+const DONE_MAX_BYTES = 16
+
 export class SseRelay {
   readonly #splitter = new SseEventSplitter()
   readonly #stripInjectedUsage: boolean
   #usage: TokenUsage | null = null
   #contentSeen = false
+  /** Whole events seen, and whether the last was `[DONE]`, for the estimate when no usage comes (usage-estimate.ts). */
+  #events = 0
+  #endedByDone = false
 
   /** `stripInjectedUsage`: the gateway asked for `include_usage` itself, so hide what that adds. */
   constructor(stripInjectedUsage: boolean) {
@@ -28,6 +35,11 @@ export class SseRelay {
   /** The usage the stream reported so far (the last one wins). */
   get usage(): TokenUsage | null {
     return this.#usage
+  }
+
+  /** Whole events the upstream sent so far, a closing `data: [DONE]` left out. */
+  get events(): number {
+    return this.#endedByDone ? this.#events - 1 : this.#events
   }
 
   /**
@@ -41,6 +53,12 @@ export class SseRelay {
     // A lone-CR framed event goes out now, not when the backend's next bytes come (if they ever do).
     const endedAtCR = this.#splitter.takeEndedAtCR()
     if (endedAtCR !== null) events.push(endedAtCR)
+    if (events.length > 0) {
+      this.#events += events.length
+      // A flag, not the event: a kept slice would keep its whole network buffer alive. Content events are longer than 16 bytes.
+      const last = events[events.length - 1]!
+      this.#endedByDone = last.length <= DONE_MAX_BYTES && DONE.test(last.toString('latin1'))
+    }
     for (const event of events) {
       const verdict = inspectEvent(event, this.#stripInjectedUsage)
       if (verdict.usage !== null) this.#usage = verdict.usage
