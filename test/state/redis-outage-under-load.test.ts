@@ -18,7 +18,7 @@ import type { ReceivedRequest } from '../../src/dev/vllm-stand-in.js'
 import { keyLimitKeys, modelKeys } from '../../src/state/redis-keys.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { isErrorBody } from '../support/raw-http.js'
-import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeWithRedis, skipUnlessControllable, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { metricSamples, scrape, scrapeMetricSum, until } from '../support/metrics.js'
 import { answerIsWhole } from '../support/chat-answers.js'
 import { trackedAfterEach } from '../support/tracked.js'
@@ -62,7 +62,7 @@ describeWithRedis('a Redis outage under load', () => {
   useInspectedRedis((started) => ({ redis, inspect } = started))
 
   it('answers every request exactly once, counts each, leaks nothing, and resumes shared state on both replicas', async (context) => {
-    if (!redis.controllable) context.skip()
+    skipUnlessControllable(redis, context)
     // "m": streams paced at 2 ms a token (3 tokens unless aborted, which would take 1000); "h": held until released.
     const paced = await cleanups.standIn({ tokens: 1000, interTokenDelayMs: 2 })
     const holding = await cleanups.standIn({ hold: true, tokens: 3 })
@@ -181,9 +181,7 @@ describeWithRedis('a Redis outage under load', () => {
       restarted.resolve()
     }
 
-    const startedAt = Date.now()
     await Promise.all([outage(), ...Array.from({ length: WORKERS }, worker)])
-    const trafficMs = Date.now() - startedAt
 
     // Exactly one outcome per request, each an answer or the client's own abort.
     expect(outcomes.filter((o) => o === undefined)).toHaveLength(0)
@@ -245,6 +243,5 @@ describeWithRedis('a Redis outage under load', () => {
       expect((await answer).status).toBe(200)
       await until(async () => (await inspect.zcard(hKeys.leases[0]!)) === 0, 'the lease released in Redis')
     }
-    expect(trafficMs).toBeLessThan(15_000)
   }, 30_000)
 })

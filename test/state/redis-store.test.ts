@@ -6,6 +6,7 @@
  * local limits when Redis is away or slow.
  */
 import { once } from 'node:events'
+import { createServer, type AddressInfo } from 'node:net'
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -21,7 +22,7 @@ import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
 import { RedisModelSlots } from '../../src/state/redis-slots.js'
 import type { AdmissionObserver, SlotLease } from '../../src/state/store.js'
 import { configFrom } from '../support/gateway.js'
-import { describeWithRedis, freePort, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeWithRedis, expiriesIn, skipUnlessControllable, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { describeKeyLimiterContract } from './key-limiter.contract.js'
 import { describeModelSlotsContract, RecordingObserver, type ModelSlotsContractSettings } from './model-slots.contract.js'
 
@@ -138,18 +139,17 @@ describeWithRedis('Redis store', () => {
 
     it('a slot freed on a backend the releasing replica cannot use is announced, and another replica claims it', async () => {
       const prefix = uniquePrefix('freed')
+      // A backstop of a minute never ticks here (the waiter gives up after 10 s): only the model's channel can wake replica two.
+      const noBackstop = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
       let oneMayUse = true
-      const one = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1, usable: () => oneMayUse }))
-      const two = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const one = slotsOn(await openLink(prefix, noBackstop), settings({ backends: ['a'], slotsPerBackend: 1, usable: () => oneMayUse }))
+      const two = slotsOn(await openLink(prefix, noBackstop), settings({ backends: ['a'], slotsPerBackend: 1 }))
       const lease = await one.acquire(request(0))
       const waiting = two.acquire(request(0))
       await settle()
       oneMayUse = false
-      const releasedAt = Date.now()
       lease.release()
       const granted = await waiting
-      // Through the model's channel, not the one-second backstop.
-      expect(Date.now() - releasedAt).toBeLessThan(500)
       expect(granted.backend).toBe('a')
       granted.release()
       await settle()
@@ -186,7 +186,8 @@ describeWithRedis('Redis store', () => {
       const timings = { ...CONTRACT_TIMINGS, leaseTtlMs: ttl, backstopMs: 100 }
       const doomedLink = await openLink(prefix, timings)
       const doomed = new RedisModelSlots(settings({ backends: ['a'], slotsPerBackend: 1 }), { now: () => Date.now() }, new RecordingObserver(), doomedLink)
-      const survivor = slotsOn(await openLink(prefix, timings), settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const survivorLink = await openLink(prefix, timings)
+      const survivor = slotsOn(survivorLink, settings({ backends: ['a'], slotsPerBackend: 1 }))
       await doomed.acquire(request(0))
       void doomed.acquire(request(-5)).catch(() => undefined)
       await settle()
@@ -196,14 +197,21 @@ describeWithRedis('Redis store', () => {
       const inspect = new Redis(redis.url)
       try {
         expect(await inspect.zcard(keys.queue)).toBe(2)
+        // Whatever the doomed replica wrote expires at most one TTL ahead (Redis's clock): its lease and its
+        // heartbeat, which keeps its waiter (the head, at -5) in the queue. Renewals write the same.
+        const { now, sets } = await expiriesIn(inspect, [keys.leases[0]!, keys.owners])
+        const doomedExpiries = sets.flat().filter(([member]) => member.split('/')[0] === doomedLink.replicaId)
+        expect(doomedExpiries).toHaveLength(2)
+        for (const [, expiresAt] of doomedExpiries) expect(expiresAt - now).toBeLessThanOrEqual(ttl)
         // The replica vanishes without a word: no release, no leave, no more renewals.
         doomed.dispose()
         await doomedLink.close()
-        const stoppedAt = Date.now()
         const lease = await waiting
-        expect(Date.now() - stoppedAt).toBeLessThan(ttl + 400)
+        // The slot went to the survivor's waiter, behind the doomed one: its lease expired and its waiter was dropped.
         expect(lease.backend).toBe('a')
+        expect(await inspect.zrange(keys.leases[0]!, '0', '-1')).toEqual([expect.stringMatching(new RegExp(`^${survivorLink.replicaId}/`))])
         expect(await inspect.zcard(keys.queue)).toBe(0)
+        expect(await inspect.hlen(keys.waiters)).toBe(0)
         lease.release()
       } finally {
         inspect.disconnect()
@@ -215,8 +223,8 @@ describeWithRedis('Redis store', () => {
     const settings: ModelSlotsContractSettings = { model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }
 
     it('an admission call slower than its budget goes local, and its late grant is given back', async (context) => {
-      // DEBUG SLEEP needs a server started by the tests (--enable-debug-command local).
-      if (!redis.controllable) context.skip()
+      // Freezing Redis needs a server started by the tests.
+      skipUnlessControllable(redis, context)
       const prefix = uniquePrefix('slow')
       const link = await openLink(prefix, { callBudgetMs: 50 })
       const clock = { now: () => Date.now() }
@@ -224,27 +232,28 @@ describeWithRedis('Redis store', () => {
       const shared = slotsOn(link, settings, observer)
       const local = new MemoryModelSlots(settings, clock, observer)
       const slots = new FailoverModelSlots(shared, local, link)
-      const blocker = new Redis(redis.url)
-      try {
-        // Redis busy for 400 ms (the blocker connected first, so the sleep starts at once): the call is late.
-        await blocker.ping()
-        void blocker.call('DEBUG', 'SLEEP', '0.4')
-        await new Promise((resolve) => setTimeout(resolve, 50))
-        const lease = await slots.acquire(request())
+      await withProbe(async (probe) => {
+        // Redis frozen until the call ran over its budget (well inside the 1 s health check): the call is late.
+        // It waits in Redis's socket buffer and runs, granting a slot, once Redis thaws.
+        redis.pause()
+        let lease: SlotLease
+        try {
+          lease = await slots.acquire(request())
+        } finally {
+          redis.resume()
+        }
         expect(lease.backend).toBe('a')
         expect([local.inFlight('a'), shared.inFlight('a')]).toEqual([1, 0])
-        await new Promise((resolve) => setTimeout(resolve, 500))
+        // Until the late answer came, and the calls it and the admission started were answered.
         await settle()
         // The late Redis grant was released; what Redis holds is the local admission, adopted so other replicas count it.
         const leases = modelKeys(prefix, 'm', ['a']).leases[0]!
-        expect(await blocker.zcard(leases)).toBe(1)
+        expect(await probe.zcard(leases)).toBe(1)
         lease.release()
         expect(slots.inFlight('a')).toBe(0)
         await settle()
-        expect(await blocker.zcard(leases)).toBe(0)
-      } finally {
-        blocker.disconnect()
-      }
+        expect(await probe.zcard(leases)).toBe(0)
+      })
     })
   })
 
@@ -276,7 +285,7 @@ describeWithRedis('Redis store', () => {
     }
 
     it('drops the leases whose answers were lost, so the slots are free at once', async (context) => {
-      if (!redis.controllable) context.skip()
+      skipUnlessControllable(redis, context)
       const prefix = uniquePrefix('hang-slots')
       const settings: ModelSlotsContractSettings = { model: 'm', backends: ['a'], slotsPerBackend: 2, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }
       const link = await openLink(prefix, hanging)
@@ -296,7 +305,7 @@ describeWithRedis('Redis store', () => {
     })
 
     it('drops the key tickets whose answers were lost, so the key’s concurrency is whole at once', async (context) => {
-      if (!redis.controllable) context.skip()
+      skipUnlessControllable(redis, context)
       const prefix = uniquePrefix('hang-keys')
       const link = await openLink(prefix, hanging)
       const shared = new RedisKeyLimiter(link)
@@ -316,7 +325,7 @@ describeWithRedis('Redis store', () => {
   })
 
   it('counts requests admitted locally during an outage in Redis once it is back, until they end', async (context) => {
-    if (!redis.controllable) context.skip()
+    skipUnlessControllable(redis, context)
     const prefix = uniquePrefix('adopt')
     const settings: ModelSlotsContractSettings = { model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }
     const clock = { now: () => Date.now() }
@@ -340,7 +349,7 @@ describeWithRedis('Redis store', () => {
   })
 
   it('counts a key’s concurrency share admitted locally during an outage in Redis once it is back', async (context) => {
-    if (!redis.controllable) context.skip()
+    skipUnlessControllable(redis, context)
     const prefix = uniquePrefix('adopt-key')
     const [one, two] = await twoReplicas(prefix, failoverKeyLimiter)
     const limits = { max_concurrency: 1 }
@@ -358,7 +367,7 @@ describeWithRedis('Redis store', () => {
   })
 
   it('carries the requests and tokens a key used on local limits into Redis once it is back', async (context) => {
-    if (!redis.controllable) context.skip()
+    skipUnlessControllable(redis, context)
     const prefix = uniquePrefix('carry-key')
     const [one, two] = await twoReplicas(prefix, failoverKeyLimiter)
     // A minute refills 3 requests: the test would need 20 s for refill to hide one.
@@ -394,10 +403,22 @@ describeWithRedis('Redis store', () => {
   })
 
   it('with Redis unreachable from the start: admits on local limits, is not reachable, warns once', async () => {
+    // In Redis's place, a server that cuts every connection as soon as the client speaks: counted, for the
+    // link's command connection (named "sluice"; the subscriber's is "sluice-subscriber"), to see it retry.
+    let commandAttempts = 0
+    const cutter = createServer((socket) => {
+      socket.on('error', () => undefined)
+      socket.once('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('\r\nsluice\r\n')) commandAttempts++
+        socket.resetAndDestroy()
+      })
+    })
+    cutter.listen(0, '127.0.0.1')
+    await once(cutter, 'listening')
     const lines: string[] = []
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) })
     const config = configFrom({
-      state: { kind: 'redis', redis_url: `redis://127.0.0.1:${await freePort()}`, key_prefix: uniquePrefix('nowhere') },
+      state: { kind: 'redis', redis_url: `redis://127.0.0.1:${(cutter.address() as AddressInfo).port}`, key_prefix: uniquePrefix('nowhere') },
       models: [{ name: 'm', max_concurrency_per_backend: 1, backends: [{ url: 'http://127.0.0.1:9', name: 'b1' }] }],
     })
     const metrics = createMetrics()
@@ -416,12 +437,14 @@ describeWithRedis('Redis store', () => {
       const ticket = await state.keys.admit('k', { requests_per_minute: 1 })
       ticket.release()
       await expect(state.keys.admit('k', { requests_per_minute: 1 })).rejects.toMatchObject({ reason: 'rate_limit_requests' })
-      await new Promise((resolve) => setTimeout(resolve, 300))
+      // A third attempt starts only after the first two closed: each close could have warned again.
+      await until(() => commandAttempts >= 3)
       expect(lines.filter((l) => JSON.parse(l).level === 40)).toHaveLength(1)
       expect((await metrics.registry.getSingleMetricAsString('sluice_redis_up')).trim().split('\n').at(-1)).toBe('sluice_redis_up 0')
     } finally {
       state.close()
       await state.disconnect()
+      cutter.close()
     }
   })
 
@@ -432,14 +455,28 @@ describeWithRedis('Redis store', () => {
     disposables.push(limiter)
     const limits = { requests_per_minute: 1000, tokens_per_minute: 100_000, max_concurrency: 10 }
     const request = { priority: 0, signal: new AbortController().signal, choose: (c: readonly string[]) => c[c.length - 1]! }
-    // Every command a client sends (MONITOR), not those scripts run inside Redis.
+    // Every command a client sends (MONITOR), not those scripts run inside Redis, between two
+    // markers: an ECHO of a word of its own from another connection, seen by the monitor in
+    // the order Redis ran the commands.
     const monitor = await new Redis(redis.url).monitor()
+    const marker = new Redis(redis.url)
     const sent: string[] = []
+    let counting = false
+    const echoed = new Map<string, () => void>()
     monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      if (source !== 'lua' && !['ping', 'info', 'monitor'].includes(args[0]!.toLowerCase())) sent.push(args[0]!.toLowerCase())
+      const command = args[0]!.toLowerCase()
+      if (command === 'echo' && echoed.has(args[1]!)) {
+        counting = !counting
+        echoed.get(args[1]!)!()
+      } else if (counting && source !== 'lua' && !['ping', 'info'].includes(command)) sent.push(command)
     })
+    const mark = async (word: string) => {
+      const seen = new Promise<void>((resolve) => echoed.set(word, resolve))
+      await marker.echo(word)
+      await seen
+    }
     try {
-      await new Promise((resolve) => setTimeout(resolve, 50))
+      await mark(uniquePrefix('start'))
       for (let i = 0; i < 10; i++) {
         const ticket = await limiter.admit('trips', limits)
         const lease = await slots.acquire(request)
@@ -447,7 +484,7 @@ describeWithRedis('Redis store', () => {
         ticket.release()
         await settle()
       }
-      await new Promise((resolve) => setTimeout(resolve, 50))
+      await mark(uniquePrefix('end'))
       // Per request: key admission, slot admission and slot release are one script each; the key's ticket one ZREM.
       const count = (command: string) => sent.filter((x) => x === command).length
       expect(count('eval') + count('evalsha')).toBe(30)
@@ -455,6 +492,7 @@ describeWithRedis('Redis store', () => {
       expect(sent).toHaveLength(40)
     } finally {
       monitor.disconnect()
+      marker.disconnect()
     }
   })
 

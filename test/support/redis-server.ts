@@ -1,15 +1,16 @@
 /**
  * A real redis-server for tests: started on a free port with no persistence
  * (`--save '' --appendonly no`), never the machine's shared one. With
- * REDIS_URL set, that server is used instead (it cannot be stopped, so
- * outage tests skip). With neither, Redis suites are skipped with a loud
- * message, and fail when SLUICE_REQUIRE_REDIS=1 (CI).
+ * REDIS_URL set, that server is used instead; it cannot be stopped or
+ * frozen, so the tests that need to (`skipUnlessControllable`) skip. With
+ * neither, Redis suites are skipped. Every such skip prints a loud message,
+ * and fails instead when SLUICE_REQUIRE_REDIS=1 (CI).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, connect } from 'node:net'
-import { afterAll, beforeAll, describe } from 'vitest'
+import { afterAll, beforeAll, describe, type TestContext } from 'vitest'
 import { Redis } from 'ioredis'
 
 const externalUrl = process.env.REDIS_URL
@@ -44,6 +45,38 @@ export interface TestRedis {
   close(): Promise<void>
 }
 
+/**
+ * First line of a test that stops, restarts or freezes Redis: returns when
+ * the tests started the server. With REDIS_URL they did not, so the test is
+ * skipped with a loud message, or fails when SLUICE_REQUIRE_REDIS=1.
+ */
+export function skipUnlessControllable(redis: TestRedis, context: TestContext): void {
+  if (redis.controllable) return
+  const message = `Redis test SKIPPED (${context.task.name}): it stops or freezes Redis, and the server at REDIS_URL is not the tests' to stop`
+  if (required) throw new Error(`${message}, but SLUICE_REQUIRE_REDIS=1`)
+  console.error(`\n!!! ${message} !!!\n`)
+  context.skip(message)
+}
+
+/** Sorted sets scored by expiry (ms, Redis's clock) and that clock, read in one MULTI. */
+export interface Expiries {
+  readonly now: number
+  /** One list of [member, expiry] per key, in the order asked. */
+  readonly sets: (readonly [member: string, expiresAt: number])[][]
+}
+
+export async function expiriesIn(client: Redis, keys: readonly string[]): Promise<Expiries> {
+  const batch = client.multi()
+  for (const key of keys) batch.zrange(key, '0', '-1', 'WITHSCORES')
+  const replies = (await batch.time().exec())!.map(([error, value]) => {
+    if (error !== null) throw error
+    return value as string[]
+  })
+  const [seconds, micros] = replies.pop()!
+  const sets = replies.map((flat) => Array.from({ length: flat.length / 2 }, (_, i) => [flat[2 * i]!, Number(flat[2 * i + 1])] as const))
+  return { now: Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sets }
+}
+
 /** A key prefix no other test uses, so tests can share one server. */
 export function uniquePrefix(label = 'test'): string {
   return `sluice-${label}-${randomBytes(4).toString('hex')}:`
@@ -61,7 +94,7 @@ export async function startTestRedis(): Promise<TestRedis> {
   const port = await freePort()
   let child: ChildProcess | null = null
   const start = async () => {
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local']
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
     child = spawn('redis-server', args, { stdio: 'ignore' })
     await untilAnswers(port, child)
   }
