@@ -512,15 +512,25 @@ describe('/metrics after the mix', () => {
       key: (v) => [chatKey.id, platformKey.id, ALICE.username].includes(v),
       kind: (v) => ['prompt', 'completion'].includes(v),
       status: (v) => /^[1-5]\d\d$/.test(v),
+      // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts).
+      reason: (v) =>
+        ['queue_full', 'queue_timeout', 'shutting_down', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden'].includes(v) ||
+        ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream'].includes(v),
     }
+    const histograms = new Set(typed.filter((f) => f.type === 'HISTOGRAM').map((f) => f.name))
+    const isBucket = (name: string) => name.endsWith('_bucket') && histograms.has(name.slice(0, -'_bucket'.length))
+    let checked = 0
     for (const family of untyped.filter((f) => f.name.startsWith('sluice_'))) {
       for (const sample of family.metrics) {
         for (const [label, value] of Object.entries(sample.labels ?? {})) {
-          const check = allowed[label]
-          if (check !== undefined) expect(check(value), `${family.name}{${label}="${value}"}`).toBe(true)
+          checked++
+          const where = `${family.name}{${label}="${value}"}`
+          if (label === 'le' && isBucket(family.name)) expect(value, where).toMatch(/^(\+Inf|\d+(\.\d+)?(e[+-]?\d+)?)$/)
+          else expect(allowed[label]?.(value), where).toBe(true)
         }
       }
     }
+    expect(checked).toBeGreaterThan(0)
   })
 })
 

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest'
 import type { VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
-import { metricValue } from '../support/metrics.js'
+import { metricValue, scrape, until } from '../support/metrics.js'
 import { trackedAfterEach } from '../support/tracked.js'
 
 const key = makeKey('team-a', ['chat'])
@@ -46,31 +46,28 @@ function direct(backend: VllmStandIn, body: Record<string, unknown>, requestId: 
 /** `created` is the second the answer was made: the only byte that may differ between two runs. */
 const withoutCreated = (text: string) => text.replace(/"created":\d+/g, '"created":0')
 
-/** Polls /metrics until every listed token series has its expected value (bounded), then returns them all. */
+/** Polls /metrics (bounded) until every listed token series has its expected value, then returns them all; the last seen if they never do. */
 async function tokenSeries(gw: TestGateway, expected: Record<string, number>): Promise<Record<string, number | undefined>> {
-  const deadline = Date.now() + 5000
   let seen: Record<string, number | undefined> = {}
-  while (Date.now() < deadline) {
-    const text = await (await fetch(`${gw.url}/metrics`)).text()
+  const matches = async () => {
+    const text = await scrape(gw.url)
     seen = {}
     for (const series of Object.keys(expected)) {
       const [keyId, kind] = series.split('/') as [string, string]
       seen[series] = metricValue(text, 'sluice_tokens_total', { model: 'm', key: keyId, kind })
     }
-    if (Object.entries(expected).every(([series, value]) => seen[series] === value)) break
+    return Object.entries(expected).every(([series, value]) => seen[series] === value)
   }
+  // Timing out is not the failure to report: the caller's comparison shows what differs.
+  await until(matches, 'the token series').catch(() => undefined)
   return seen
 }
 
-/** The access log line of one request, once written (it is written when the response closes). */
+/** The access log line of one request, once written (when the response closes; no event tells the test): bounded poll. */
 async function accessLine(gw: TestGateway, requestId: string): Promise<Record<string, unknown> | undefined> {
-  const deadline = Date.now() + 5000
-  while (Date.now() < deadline) {
-    const line = gw.logLines().find((l) => l.msg === 'request completed' && l.request_id === requestId)
-    if (line !== undefined) return line
-    await new Promise<void>((resolve) => setImmediate(resolve))
-  }
-  return undefined
+  const find = () => gw.logLines().find((l) => l.msg === 'request completed' && l.request_id === requestId)
+  await until(() => find() !== undefined, `the access line of ${requestId}`).catch(() => undefined)
+  return find()
 }
 
 function dataEvents(text: string): string[] {

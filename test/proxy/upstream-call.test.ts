@@ -4,6 +4,8 @@ import type { AddressInfo } from 'node:net'
 import { Pool } from 'undici'
 import { afterEach, describe, expect, it } from 'vitest'
 import { UpstreamCall, type BodySink } from '../../src/proxy/upstream-call.js'
+import { until } from '../support/metrics.js'
+import { untilStalled } from '../support/stall.js'
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
 
@@ -45,7 +47,9 @@ function collector(): { sink: BodySink; chunks: Buffer[]; ended: Promise<void>; 
 
 describe('UpstreamCall', () => {
   it('hands over status, headers and every chunk, also those that arrived before anyone consumed', async () => {
+    let sentAll!: Promise<unknown>
     const { pool } = await serve((_req, res) => {
+      sentAll = once(res, 'finish')
       res.writeHead(201, { 'content-type': 'text/plain', 'x-extra': 'yes' })
       res.write('one,')
       res.end('two')
@@ -54,19 +58,26 @@ describe('UpstreamCall', () => {
     const head = await call.head
     expect(head.statusCode).toBe(201)
     expect(head.headers['x-extra']).toBe('yes')
-    // Let the whole answer arrive before a sink is attached.
-    await new Promise((resolve) => setImmediate(resolve))
+    // The whole answer arrives before a sink is attached: the server sent it all, and the
+    // pool counts the exchange as over only once its end came in (no event says so: bounded poll).
+    await sentAll
+    await until(() => pool.stats.running === 0, 'the answer to have come in whole')
     expect((await call.readAll()).toString()).toBe('one,two')
   })
 
   it('pauses the backend while the sink is full and resumes it on request', async () => {
+    /** Far more than the socket buffers between server and call hold, far less than the answer. */
+    const STALLED_BYTES_CAP = 8 * 2 ** 20
     const total = 32 * 2 ** 20
     let blocked!: () => void
     const serverBlocked = new Promise<void>((resolve) => (blocked = resolve))
-    const { pool } = await serve((_req, res) => {
+    let sent = 0
+    let finished = false
+    const { pool, server } = await serve((req, res) => {
+      // Round trips on another connection while the big answer is held up.
+      if (req.url === '/ping') return void res.end()
       res.writeHead(200, { 'content-length': String(total) })
       const chunk = Buffer.alloc(64 * 1024, 'x')
-      let sent = 0
       const pump = () => {
         while (sent < total) {
           sent += chunk.length
@@ -76,10 +87,12 @@ describe('UpstreamCall', () => {
             return
           }
         }
+        finished = true
         res.end()
       }
       pump()
     })
+    const ping = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ping`
     const call = new UpstreamCall(pool, post)
     await call.head
     let received = 0
@@ -96,9 +109,15 @@ describe('UpstreamCall', () => {
         throw error
       },
     })
+    // The server's first blocked write comes once the socket buffers filled, whatever
+    // the sink said; wait until it stopped getting anywhere while other I/O went on.
     await serverBlocked
-    // Socket buffers hold a few MiB at most; the rest waits for resume().
-    expect(received).toBeLessThan(total / 2)
+    const stalledAt = await untilStalled(() => sent, async () => (await fetch(ping)).text(), 'the bytes the server wrote')
+    // Socket buffers hold a few MiB at most; the rest waits for resume(). Had the
+    // call not paused, the server would have written all 32 MiB and finished.
+    expect(stalledAt).toBeLessThan(STALLED_BYTES_CAP)
+    expect(finished).toBe(false)
+    expect(received).toBeLessThanOrEqual(stalledAt)
     full = false
     call.resume()
     await ended

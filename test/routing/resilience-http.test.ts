@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
+import { isConfirmedWith } from '../../src/routing/health-state.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { scrape, scrapeMetric } from '../support/metrics.js'
 import { trackedAfterEach } from '../support/tracked.js'
@@ -23,7 +24,7 @@ interface TinyServer {
 }
 
 /** A node:http backend whose chat answer is `answer`; /health answers `health()` (200), /metrics 404. */
-async function tinyServer(answer: (req: IncomingMessage, res: ServerResponse) => void, health: () => number = () => 200): Promise<TinyServer> {
+async function tinyServer(answer: (req: IncomingMessage, res: ServerResponse) => void, health: () => number = () => 200, port = 0): Promise<TinyServer> {
   let chats = 0
   const server = createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/health') return void res.writeHead(health(), { 'content-length': 0 }).end()
@@ -34,7 +35,7 @@ async function tinyServer(answer: (req: IncomingMessage, res: ServerResponse) =>
       answer(req, res)
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
   cleanups.push(
     () =>
       new Promise<void>((resolve) => {
@@ -46,6 +47,23 @@ async function tinyServer(answer: (req: IncomingMessage, res: ServerResponse) =>
 }
 
 const messages = [{ role: 'user', content: 'Hello there' }]
+
+/**
+ * Whether `sluice_backend_up` for the backend is 1 this moment, read from the
+ * gateway's state (same process) so a backend can record it as each health check
+ * arrives: each check is sent only after the previous one's result was taken in.
+ */
+function upNow(gw: TestGateway | undefined, backend: string): boolean | null {
+  if (gw === undefined) return null
+  const b = gw.context.models.get('m')!.backend(backend)
+  return isConfirmedWith(b.health, b.shared, gw.context.clock.now())
+}
+
+/** A chat completion, for a tiny server to answer with. */
+function completion(res: ServerResponse): void {
+  const body = JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'stand-in-model', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+}
 
 async function post(gw: TestGateway, body: Record<string, unknown> = {}, signal?: AbortSignal): Promise<{ status: number; text: string }> {
   const response = await fetch(`${gw.url}/v1/chat/completions`, {
@@ -60,12 +78,9 @@ async function post(gw: TestGateway, body: Record<string, unknown> = {}, signal?
 const POLL_MS = 20
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/**
- * Polls `check` every POLL_MS until it holds, at most `maxPolls` times and,
- * when given, not past the `until` timestamp; returns the polls it took, or null.
- */
-async function pollUntil(check: () => Promise<boolean> | boolean, maxPolls: number, until = Infinity): Promise<number | null> {
-  for (let polls = 1; polls <= maxPolls && (polls === 1 || Date.now() <= until); polls++) {
+/** Polls `check` every POLL_MS until it holds, at most `maxPolls` times; returns the polls it took, or null. */
+async function pollUntil(check: () => Promise<boolean> | boolean, maxPolls: number): Promise<number | null> {
+  for (let polls = 1; polls <= maxPolls; polls++) {
     if (await check()) return polls
     await pause(POLL_MS)
   }
@@ -101,17 +116,15 @@ describe('failover under load', () => {
     const total = 300
     const statuses: number[] = []
     let next = 0
-    let killed: Promise<{ polls: number | null; ms: number }> | null = null
+    let killed: Promise<number | null> | null = null
     const worker = async () => {
       while (next < total) {
         next++
         statuses.push((await post(gw)).status)
         if (statuses.length === 100 && killed === null) {
           killed = (async () => {
-            const at = Date.now()
             await victim.close()
-            const polls = await pollUntil(async () => (await victimUp()) === 0, 100)
-            return { polls, ms: Date.now() - at }
+            return pollUntil(async () => (await victimUp()) === 0, 100)
           })()
         }
       }
@@ -121,10 +134,7 @@ describe('failover under load', () => {
     expect(statuses).toHaveLength(total)
     expect(statuses.filter((s) => s !== 200)).toEqual([])
     expect(killed).not.toBeNull()
-    const down = await killed!
-    expect(down.polls).not.toBeNull()
-    expect(down.polls! * POLL_MS).toBeLessThanOrEqual(10 * intervalMs)
-    expect(down.ms).toBeLessThanOrEqual(10 * intervalMs)
+    expect(await killed!).not.toBeNull()
     expect(victim.received.length).toBeGreaterThan(0)
     // Marked down by its failed health checks, not only ejected for a moment; the model stays ready.
     const victimHealth = () => gw.context.models.get('m')!.backend('b1').health
@@ -132,15 +142,18 @@ describe('failover under load', () => {
     expect(await victimUp()).toBe(0)
     expect((await fetch(`${gw.url}/readyz`)).status).toBe(200)
 
-    const restarted = await cleanups.standIn({ port: victimPort })
-    // Back after one successful check (DESIGN.md); a few intervals of slack for the check's timing.
-    const upPolls = await pollUntil(async () => (await victimUp()) === 1, 1000, Date.now() + 10 * intervalMs)
-    expect(upPolls).not.toBeNull()
+    // Back after one successful check (DESIGN.md): down when the first check reaches the
+    // restarted backend, up by the time the second does.
+    const upAtCheck: (boolean | null)[] = []
+    const restarted = await tinyServer((_req, res) => completion(res), () => (upAtCheck.push(upNow(gw, 'b1')), 200), victimPort)
+    expect(await pollUntil(() => upAtCheck.length >= 2, 100)).not.toBeNull()
+    expect(upAtCheck.slice(0, 2)).toEqual([false, true])
+    expect(await victimUp()).toBe(1)
 
     const after: number[] = []
     for (let i = 0; i < 9; i++) after.push((await post(gw)).status)
     expect(after.every((s) => s === 200)).toBe(true)
-    expect(restarted.received.length).toBeGreaterThan(0)
+    expect(restarted.chatRequests()).toBeGreaterThan(0)
   })
 })
 
@@ -151,21 +164,31 @@ describe('coming back after an incident', () => {
   it('is back within a few intervals once health checks pass, however many requests failed together', async () => {
     const intervalMs = 100
     const inFlight: IncomingMessage[] = []
-    const flaky = await tinyServer((req) => {
-      inFlight.push(req)
-      if (inFlight.length === 8) for (const held of inFlight) held.socket.destroy()
-    })
-    const gw = await gateway({ retries: 0, health: { interval_ms: intervalMs, unhealthy_after: 1 }, backends: [{ url: flaky.url, name: 'flaky' }] })
+    // What sluice_backend_up said as each health check arrived (each passes).
+    const upAtCheck: (boolean | null)[] = []
+    const started: { gw?: TestGateway } = {}
+    const flaky = await tinyServer(
+      (req) => {
+        inFlight.push(req)
+        if (inFlight.length === 8) for (const held of inFlight) held.socket.destroy()
+      },
+      () => (upAtCheck.push(upNow(started.gw, 'flaky')), 200),
+    )
+    const gw = (started.gw = await gateway({ retries: 0, health: { interval_ms: intervalMs, unhealthy_after: 1 }, backends: [{ url: flaky.url, name: 'flaky' }] }))
     // Confirmed by its first check first, so the 0 below is the ejection, not "not checked yet".
     const flakyUp = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'flaky' })
     expect(await pollUntil(async () => (await flakyUp()) === 1, 100)).not.toBeNull()
 
     const statuses = await Promise.all(Array.from({ length: 8 }, async () => (await post(gw)).status))
     expect(statuses).toEqual(Array(8).fill(502))
+    const checksBefore = upAtCheck.length
     expect(await flakyUp()).toBe(0)
 
-    const upPolls = await pollUntil(async () => (await flakyUp()) === 1, 50, Date.now() + 10 * intervalMs)
-    expect(upPolls).not.toBeNull()
+    // The first check after the incident passes and ends its one ejection: the backend is
+    // up by the time the next check arrives (an ejection per reset lasted 64 intervals).
+    expect(await pollUntil(() => upAtCheck.length >= checksBefore + 2, 100)).not.toBeNull()
+    expect(upAtCheck[checksBefore + 1]).toBe(true)
+    expect(await flakyUp()).toBe(1)
   })
 })
 
@@ -223,9 +246,9 @@ describe('idle timeout', () => {
     const tookMs = Date.now() - startedAt
 
     expect(status).toBe(200)
-    // undici runs body timeouts on its coarse timers (about 1 s resolution), so 300 ms fires after ~1 s.
+    // undici runs body timeouts on its coarse timers (about 1 s resolution), so 300 ms fires after ~1 s;
+    // the signal above bounds the wait, and the error event below says which timeout ended it.
     expect(tookMs).toBeGreaterThanOrEqual(300)
-    expect(tookMs).toBeLessThan(3000)
     const events = dataEvents(text)
     expect(events.some((e) => e.includes('"first "'))).toBe(true)
     expect(events.at(-1)).toBe('[DONE]')
