@@ -8,6 +8,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
+import type { GatewayError } from '../errors/gateway-error.js'
 import { answerTooLargeError, brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
@@ -154,22 +155,26 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
     end: () => {
       settle(usage())
       const rest = relay.end()
-      if (rest === null) res.end()
-      else res.end(rest)
+      if (relay.complete) res.end(rest ?? undefined)
+      else breakOff(brokenAnswerError('bad_response', `backend "${answer.backend.name}"`, undefined), 'backend ended its stream without [DONE]')
     },
     error: (error) => {
       settle(usage())
       const cutOff = job.client.cutOffBy
       if (answer.call.aborted && cutOff === null) return
-      const failure = cutOff ?? brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error)
-      if (cutOff === null) {
-        reportBrokenAnswer(ctx, job.route, answer, 'mid_stream')
-        request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, 'backend failed mid-stream')
-      }
-      request.facts.errorCode = failure.code
-      res.end(relay.failure(failure.toBody()))
+      if (cutOff !== null) breakOff(cutOff)
+      else breakOff(brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error), 'backend failed mid-stream', error)
     },
   })
+  /** Closes the client's stream with the error event and [DONE]; the backend's fault (`why` given) is counted and logged. */
+  function breakOff(failure: GatewayError, why?: string, error?: unknown): void {
+    if (why !== undefined) {
+      reportBrokenAnswer(ctx, job.route, answer, 'mid_stream')
+      request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, why)
+    }
+    request.facts.errorCode = failure.code
+    res.end(relay.failure(failure.toBody()))
+  }
   // The backend sent its headers but no whole event yet: the client hears of the stream now.
   if (!res.headersSent && !res.writableEnded) res.flushHeaders()
 }

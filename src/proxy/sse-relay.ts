@@ -18,6 +18,10 @@ const DONE = /^data: ?\[DONE\]\s*$/
 /** `data: [DONE]` and its CRLF CRLF. */
 const DONE_MAX_BYTES = 16
 
+function isDone(event: Buffer): boolean {
+  return event.length <= DONE_MAX_BYTES && DONE.test(event.toString('latin1'))
+}
+
 export class SseRelay {
   readonly #splitter = new SseEventSplitter()
   readonly #stripInjectedUsage: boolean
@@ -57,7 +61,7 @@ export class SseRelay {
       this.#events += events.length
       // A flag, not the event: a kept slice would keep its whole network buffer alive. Content events are longer than 16 bytes.
       const last = events[events.length - 1]!
-      this.#endedByDone = last.length <= DONE_MAX_BYTES && DONE.test(last.toString('latin1'))
+      this.#endedByDone = isDone(last)
     }
     for (const event of events) {
       const verdict = inspectEvent(event, this.#stripInjectedUsage)
@@ -71,10 +75,23 @@ export class SseRelay {
     return { out: Array.isArray(out) ? Buffer.concat(out) : out, firstContent }
   }
 
-  /** The upstream ended cleanly: the bytes of an unfinished last event, passed as they are. */
+  /** The upstream ended cleanly: the bytes of an unfinished last event, passed as they are (see `complete`). */
   end(): Buffer | null {
     const rest = this.#splitter.rest()
-    return rest.length > 0 ? rest : null
+    if (rest.length === 0) return null
+    // A bare `data: [DONE]` with no blank line after it still says the stream is whole.
+    if (isDone(rest)) this.#endedByDone = true
+    return rest
+  }
+
+  /**
+   * Whether the stream's last event was `data: [DONE]`, as vLLM and OpenAI
+   * end every stream. One that ended cleanly without it was cut short
+   * somewhere upstream, and a client would take what it got for the whole
+   * answer: the caller closes it with failure() instead.
+   */
+  get complete(): boolean {
+    return this.#endedByDone
   }
 
   /**

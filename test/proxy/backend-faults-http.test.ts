@@ -199,19 +199,8 @@ const STREAM_CASES: readonly StreamCase[] = [
     openai: { contents: ['Hi'], throws: false },
   },
   {
-    name: 'garbage with no blank-line framing at all, then the end',
-    parts: ['no field, no framing ', Buffer.from([0xc3, 0x28, 0x00, 0xff]), ' and no blank line'],
-    openai: { contents: [], throws: false },
-  },
-  {
-    name: 'an event stream that ends without data: [DONE]',
-    parts: [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hi' }), chunk({}, 'stop')],
-    openai: { contents: ['', 'Hi', ''], throws: false },
-  },
-  {
-    name: 'a last event with no terminating blank line',
-    parts: [chunk({ content: 'Hi' }), chunk({ content: ' there' }, null, false)],
-    // The openai client drops an event that was never terminated.
+    name: 'a last data: [DONE] with no terminating blank line',
+    parts: [chunk({ content: 'Hi' }), 'data: [DONE]'],
     openai: { contents: ['Hi'], throws: false },
   },
 ]
@@ -233,6 +222,56 @@ describe('a backend that answers a stream with invalid SSE', () => {
 
     // Nothing the gateway itself calls an upstream failure: it passes the stream on as it comes.
     expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm' })).toBe(0)
+    await expectNothingElseAffected(f, { '200': 2 }, 2)
+  })
+})
+
+interface CutShortCase {
+  readonly name: string
+  readonly parts: readonly (string | Buffer)[]
+  /** The whole events the client gets before the error event. */
+  readonly whole: string
+  /** What the openai client yields before it throws. */
+  readonly contents: readonly string[]
+}
+
+// Without [DONE] (vLLM and OpenAI end every stream with it) a client would take a cut answer for a whole one.
+const CUT_SHORT_CASES: readonly CutShortCase[] = [
+  {
+    name: 'an event stream that ends without data: [DONE]',
+    parts: [chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hi' }), chunk({}, 'stop')],
+    whole: chunk({ role: 'assistant', content: '' }) + chunk({ content: 'Hi' }) + chunk({}, 'stop'),
+    contents: ['', 'Hi', ''],
+  },
+  {
+    name: 'a last event with no terminating blank line',
+    parts: [chunk({ content: 'Hi' }), chunk({ content: ' there' }, null, false)],
+    whole: chunk({ content: 'Hi' }),
+    contents: ['Hi'],
+  },
+  {
+    name: 'garbage with no blank-line framing at all, then the end',
+    parts: ['no field, no framing ', Buffer.from([0xc3, 0x28, 0x00, 0xff]), ' and no blank line'],
+    whole: '',
+    contents: [],
+  },
+  { name: 'an empty event stream', parts: [], whole: '', contents: [] },
+]
+
+describe('a backend whose event stream ends cleanly without data: [DONE]', () => {
+  it.each(CUT_SHORT_CASES)('$name: the whole events, then the error event and [DONE]; one mid_stream error each', async ({ parts, whole, contents }) => {
+    const f = await fixture(eventStream(parts))
+
+    const raw = await post(f.gw, { model: 'm', stream: true })
+    expect(raw.status).toBe(200)
+    const error = JSON.stringify({ error: { message: 'Upstream backend "faulty" broke off its answer.', type: 'upstream_error', param: null, code: 'upstream_bad_response' } })
+    expect(raw.body.toString('latin1')).toBe(`${whole}data: ${error}\n\ndata: [DONE]\n\n`)
+
+    const outcome = await openaiStream(f.gw)
+    expect(outcome.chunks.map((c) => c.choices[0]?.delta.content ?? '')).toEqual(contents)
+    expect(outcome.error).toBeInstanceOf(OpenAI.APIError)
+
+    expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'faulty', reason: 'mid_stream' })).toBe(2)
     await expectNothingElseAffected(f, { '200': 2 }, 2)
   })
 })

@@ -57,6 +57,24 @@ describe('SseRelay', () => {
     expect(relay.end()?.toString()).toBe('data: {"choi')
   })
 
+  it('calls a stream complete only when its last event is data: [DONE], a bare one at the end included', () => {
+    const endedBy = (...parts: string[]) => {
+      const relay = new SseRelay(false)
+      for (const part of parts) relay.push(Buffer.from(part))
+      relay.end()
+      return relay.complete
+    }
+    expect(endedBy(STREAM)).toBe(true)
+    expect(endedBy(roleChunk, 'data: [DONE]\r\n\r\n')).toBe(true)
+    expect(endedBy(roleChunk, 'data: [DONE]')).toBe(true)
+    expect(endedBy(roleChunk, 'data:[DONE]\n')).toBe(true)
+    expect(endedBy()).toBe(false)
+    expect(endedBy(roleChunk)).toBe(false)
+    expect(endedBy(roleChunk, 'data: [DONE]\n\n', tokenChunk('a'))).toBe(false)
+    expect(endedBy(roleChunk, 'data: [DONE] and more\n\n')).toBe(false)
+    expect(endedBy(roleChunk, 'data: {"cho')).toBe(false)
+  })
+
   const failureBody = new GatewayError('upstream_bad_response', 'Upstream backend "b1" closed the connection before answering.').toBody()
 
   it('closes a failed stream with an error event and [DONE], dropping an unfinished event the client never saw', () => {
