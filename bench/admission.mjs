@@ -6,12 +6,11 @@
 //     ratio moves by ±5 % here, more than admission costs);
 //  2. queue scale: 10,000 requests queued on one model drain in priority
 //     order; per-operation cost and the process's RSS.
-import { writeFile, mkdir } from 'node:fs/promises'
 import { setMaxListeners } from 'node:events'
-import os from 'node:os'
 import { MemoryModelSlots } from '../dist/state/memory-slots.js'
 import { startChildServer } from './lib/child-server.mjs'
 import { load } from './lib/load.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6)
@@ -95,13 +94,12 @@ async function queueScale(count = 10_000) {
 const result = {
   date: new Date().toISOString(),
   command: 'npm run bench:admission',
-  machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version },
+  machine: machine(),
   seconds_per_run: SECONDS,
   overhead: await overhead(),
   queue_scale: await queueScale(),
 }
-await mkdir('bench/results', { recursive: true })
-await writeFile('bench/results/admission.json', `${JSON.stringify(result, null, 2)}\n`)
+await writeResult('admission.json', result)
 const o = result.overhead
 console.log(`admission overhead (${SECONDS}s x ${ROUNDS} rounds, 64 connections):`)
 console.log(`  with admission     ${o.admission.rps.toFixed(0)} req/s  p50 ${o.admission.p50_ms.toFixed(1)} ms  p99 ${o.admission.p99_ms.toFixed(1)} ms  non-2xx ${o.admission.non2xx}`)

@@ -4,8 +4,8 @@
 // gateway's extra comes from, and what it costs in scavenges, as the
 // instructions bench does for CPU. Natively, not under valgrind.
 //   npm run bench -- allocations        (~1 minute)
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import os, { tmpdir } from 'node:os'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { startChildServer } from './lib/child-server.mjs'
@@ -13,6 +13,7 @@ import { allocationSites } from './lib/heap-profile.mjs'
 import { CHAT_BODY } from './lib/load.mjs'
 import { openLoop } from './lib/open-loop.mjs'
 import { stepper } from './lib/signal-steps.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 // The hot path is compiled well before 20,000 requests at full speed (the
 // instructions bench warms the same way). The sampled requests go at (b)'s
@@ -123,7 +124,7 @@ async function main() {
   const json = {
     date: new Date().toISOString(),
     command: 'npm run bench -- allocations',
-    machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version },
+    machine: machine(),
     warm_up_requests: WARM_UP_REQUESTS,
     measured_requests: MEASURED_REQUESTS,
     warm_up_connections: CONNECTIONS,
@@ -131,8 +132,7 @@ async function main() {
     targets: { gateway: withoutSites(results.gateway), node_floor: withoutSites(results.node_floor) },
     top_differences: top,
   }
-  await writeFile('bench/results/allocations.json', `${JSON.stringify(json, null, 2)}\n`)
-  console.log('\nwritten to bench/results/allocations.json')
+  console.log(`\nwritten to ${await writeResult('allocations.json', json)}`)
 }
 
 await main()

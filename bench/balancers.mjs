@@ -5,13 +5,14 @@
 // strategy, fresh backends and gateway for each run. Reports the prefix-cache
 // hit rate (from the backends' /stats), median and p99 request latency and
 // wall time; writes bench/results/balancers.json and balancers.svg.
-import { mkdir, writeFile } from 'node:fs/promises'
+import { writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import { planAnswer } from '../dist/dev/chat-answer.js'
 import { balancerChart } from './lib/balancer-chart.mjs'
 import { startChildServer } from './lib/child-server.mjs'
 import { extendBoundaries, PrefixCache, prefixBoundaries } from './lib/prefix-cache.mjs'
 import { makeWorkload, percentile, runConversations, warmUp } from './lib/conversations.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 const STRATEGIES = ['round_robin', 'least_loaded', 'prefix_affinity']
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -117,7 +118,7 @@ const results = Object.fromEntries(STRATEGIES.map((s) => [s, summarize(runs[s])]
 const result = {
   date: new Date().toISOString(),
   command: 'npm run bench:balancers',
-  machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, load_average_at_start: loadAtStart },
+  machine: machine({ load_average_at_start: loadAtStart }),
   backends: BACKENDS,
   cost_model: MODEL,
   workload: { ...WORKLOAD, rounds: ROUNDS },
@@ -125,8 +126,7 @@ const result = {
   strategies: results,
   total_seconds: (performance.now() - began) / 1000,
 }
-await mkdir('bench/results', { recursive: true })
-await writeFile('bench/results/balancers.json', `${JSON.stringify(result, null, 2)}\n`)
+await writeResult('balancers.json', result)
 await writeFile('bench/results/balancers.svg', balancerChart(result))
 
 const pct = (x) => `${(x * 100).toFixed(1)} %`

@@ -7,14 +7,15 @@
 // report splits the main thread's instructions by where they run (our code,
 // fastify, undici, Node, V8) and lists the functions that differ most.
 //   npm run bench -- instructions        (~2 minutes; needs valgrind)
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import os, { tmpdir } from 'node:os'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { callgrindAvailable, startUnderCallgrind } from './lib/callgrind.mjs'
 import { perfMapNames, readCallgrindProfile } from './lib/callgrind-profile.mjs'
 import { startChildServer } from './lib/child-server.mjs'
 import { CHAT_BODY } from './lib/load.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 // Under valgrind a target serves ~300-800 req/s: 20,000 requests get the
 // hot path compiled (the main thread's count repeated within 0.2 % over three
@@ -168,24 +169,17 @@ async function main() {
   const top = topDifferences(counts.gateway, counts.node_floor)
   report(counts, top)
   const withoutSelf = (c) => Object.fromEntries(Object.entries(c).filter(([key]) => key !== 'self'))
-  await writeFile(
-    'bench/results/instructions.json',
-    `${JSON.stringify(
-      {
-        date: new Date().toISOString(),
-        command: 'npm run bench -- instructions',
-        machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version },
-        warm_up_requests: WARM_UP_REQUESTS,
-        measured_requests: MEASURED_REQUESTS,
-        connections: CONNECTIONS,
-        targets: { gateway: withoutSelf(counts.gateway), node_floor: withoutSelf(counts.node_floor) },
-        top_differences: top,
-      },
-      null,
-      2,
-    )}\n`,
-  )
-  console.log('\nwritten to bench/results/instructions.json')
+  const json = {
+    date: new Date().toISOString(),
+    command: 'npm run bench -- instructions',
+    machine: machine(),
+    warm_up_requests: WARM_UP_REQUESTS,
+    measured_requests: MEASURED_REQUESTS,
+    connections: CONNECTIONS,
+    targets: { gateway: withoutSelf(counts.gateway), node_floor: withoutSelf(counts.node_floor) },
+    top_differences: top,
+  }
+  console.log(`\nwritten to ${await writeResult('instructions.json', json)}`)
 }
 
 await main()

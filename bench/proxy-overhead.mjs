@@ -9,14 +9,15 @@
 //   (b) open loop at a fixed rate: p50/p99 and the latency the target adds
 //   (c) streaming: 16 tokens, 5 ms apart: time to first and last byte, req/s
 //   (d) gateway CPU seconds per 1,000 requests and RSS after the run
-import { mkdir, rm, writeFile } from 'node:fs/promises'
-import os, { tmpdir } from 'node:os'
+import { rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startChildServer } from './lib/child-server.mjs'
 import { CHAT_BODY, load } from './lib/load.mjs'
 import { nginxAvailable, startNginx } from './lib/nginx.mjs'
 import { inTurns, percentile, pooled, sum } from './lib/interleaved.mjs'
 import { openLoop, streamLoop } from './lib/open-loop.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const RATE = Number(process.env.BENCH_RATE ?? 500)
@@ -225,7 +226,7 @@ summary.fixed_rate_p99_over_nginx_ms = Object.fromEntries(
 const result = {
   date: new Date().toISOString(),
   command: RUNS === 1 ? 'npm run bench' : `BENCH_RUNS=${RUNS} node bench/proxy-overhead.mjs`,
-  machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, nginx: nginxAvailable() },
+  machine: machine({ nginx: nginxAvailable() }),
   seconds_per_run: SECONDS,
   fixed_rate_per_second: RATE,
   warm_up: { requests: WARM_UP_REQUESTS, streams: WARM_UP_STREAMS, budget_seconds: WARM_UP_BUDGET_SECONDS, stream_connections: WARM_UP_STREAM_CONNECTIONS },
@@ -234,8 +235,7 @@ const result = {
   summary,
   each_run: runs,
 }
-await mkdir('bench/results', { recursive: true })
-await writeFile('bench/results/proxy-overhead.json', `${JSON.stringify(result, null, 2)}\n`)
+await writeResult('proxy-overhead.json', result)
 
 const t = summary.throughput
 console.log(`\nSluice proxy overhead — ${result.date}, ${result.machine.cores} cores, ${result.machine.cpu}, Node ${result.machine.node}${RUNS > 1 ? `, medians of ${RUNS} runs` : ''}`)

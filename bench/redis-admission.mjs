@@ -8,7 +8,7 @@
 // Round trips per request: every Redis command a loaded gateway sends, by
 // script (servers/redis-gateway.mjs counts them), over the requests sent in
 // the window; and, from the server's side, `INFO commandstats` deltas.
-import { mkdtemp, readFile, rm, unlink, writeFile, mkdir } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, unlink } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import autocannon from 'autocannon'
@@ -16,6 +16,7 @@ import { Redis } from 'ioredis'
 import { startChildServer } from './lib/child-server.mjs'
 import { CHAT_BODY } from './lib/load.mjs'
 import { startRedisServer } from './lib/redis-server.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = 2
@@ -189,7 +190,7 @@ for (const [name, base] of Object.entries(BASELINE)) variants[name].throughput_r
 const result = {
   date: new Date().toISOString(),
   command: 'npm run bench:redis',
-  machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, load_average_before: loadBefore, load_average_after: os.loadavg() },
+  machine: machine({ load_average_before: loadBefore, load_average_after: os.loadavg() }),
   seconds_per_run: SECONDS,
   rounds: ROUNDS,
   connections: CONNECTIONS,
@@ -202,8 +203,7 @@ const result = {
   variants,
   runtime_s: (Date.now() - started) / 1000,
 }
-await mkdir('bench/results', { recursive: true })
-await writeFile('bench/results/redis-admission.json', `${JSON.stringify(result, null, 2)}\n`)
+await writeResult('redis-admission.json', result)
 
 const pad = (text, width) => String(text).padEnd(width)
 const fixed = (x, digits = 2) => (x === undefined ? '-' : x.toFixed(digits))

@@ -7,11 +7,10 @@
 // the samples under load) and counter consistency: requests sent = answers +
 // client aborts + refusals + errors, errors = 0, and the gateway's
 // sluice_requests_total for the model grew by exactly the requests sent.
-import { mkdir, writeFile } from 'node:fs/promises'
-import os from 'node:os'
 import { Pool } from 'undici'
 import { startChildServer } from './lib/child-server.mjs'
 import { healthzLatency, requestsByStatus, scrapeMetrics, slope, sumOf } from './lib/gateway-metrics.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 const SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 600)
 const RATE = Number(process.env.BENCH_SOAK_RATE ?? 200)
@@ -147,7 +146,7 @@ try {
   result = {
     date: new Date().toISOString(),
     command: `BENCH_SOAK_SECONDS=${SECONDS} node bench/soak.mjs`,
-    machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version },
+    machine: machine(),
     seconds: SECONDS,
     wall_seconds: wallSeconds,
     rate: RATE,
@@ -168,8 +167,7 @@ try {
   await Promise.all([gateway.stop(), backend.stop()])
 }
 
-await mkdir('bench/results', { recursive: true })
-await writeFile('bench/results/soak.json', `${JSON.stringify(result, null, 2)}\n`)
+await writeResult('soak.json', result)
 
 const fmt = (n, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a')
 const first = result.samples[0]

@@ -9,14 +9,15 @@
 // a second to each target, so latencies here are not (b)'s figures; compare
 // them within this run only.
 //   npm run bench -- stalls        (~2.5 minutes)
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import os, { tmpdir } from 'node:os'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { startChildServer } from './lib/child-server.mjs'
 import { CHAT_BODY } from './lib/load.mjs'
 import { openLoop } from './lib/open-loop.mjs'
 import { stepper } from './lib/signal-steps.mjs'
+import { machine, writeResult } from './lib/results.mjs'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const WARM_UP_REQUESTS = 20000
@@ -93,14 +94,13 @@ async function main() {
   const json = {
     date: new Date().toISOString(),
     command: 'npm run bench -- stalls',
-    machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version },
+    machine: machine(),
     rate_per_second: RATE,
     seconds: SECONDS,
     stall_ms: 3,
     rounds,
   }
-  await writeFile('bench/results/stalls.json', `${JSON.stringify(json, null, 2)}\n`)
-  console.log('\nwritten to bench/results/stalls.json')
+  console.log(`\nwritten to ${await writeResult('stalls.json', json)}`)
 }
 
 await main()

@@ -8,10 +8,10 @@
 // file descriptor limit (ulimit -n, inherited by the children) bounds N; a
 // larger N is cut to what fits, and the result says so.
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
-import os from 'node:os'
 import { Pool } from 'undici'
 import { startChildServer } from './lib/child-server.mjs'
 import { scrapeMetrics, sumOf } from './lib/gateway-metrics.mjs'
+import { machine } from './lib/results.mjs'
 
 const REQUESTED = Number(process.env.BENCH_STREAMS ?? 5000)
 const OPENING_AT_ONCE = 256
@@ -112,7 +112,7 @@ try {
   result = {
     date: new Date().toISOString(),
     command: `BENCH_STREAMS=${REQUESTED} node bench/streams.mjs`,
-    machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, nofile },
+    machine: machine({ nofile }),
     requested: REQUESTED,
     streams: count,
     opened: opened.streams.length,
