@@ -1,9 +1,11 @@
 /**
  * The body a backend receives for a valid chat request (DESIGN.md chat path
  * step 1): the public model name becomes the served name, the request id is
- * made explicit, and a lone `max_tokens` is mirrored to
- * `max_completion_tokens` for newer backends (and kept for older ones).
- * Everything else, including unknown extension fields, is passed untouched.
+ * made explicit, a lone `max_tokens` is mirrored to
+ * `max_completion_tokens` for newer backends (and kept for older ones), and
+ * the interface's `tool_choice` default is written out when `tools` are
+ * given. Everything else, including unknown extension fields, is passed
+ * untouched.
  */
 import type { ChatCompletionBody } from './chat.js'
 
@@ -16,6 +18,10 @@ export function normalizeChat(body: ChatCompletionBody, servedName: string, requ
   const hasMaxTokens = body.max_tokens !== undefined && body.max_tokens !== null
   const hasMaxCompletion = body.max_completion_tokens !== undefined && body.max_completion_tokens !== null
   if (hasMaxTokens && !hasMaxCompletion) upstream.max_completion_tokens = body.max_tokens
+  // The interface's default is "none"; vLLM's, once tools are given, is "auto",
+  // which a server without --enable-auto-tool-choice answers with a 400 (and
+  // one with it may call tools the contract does not allow).
+  if (body.tool_choice === undefined && Array.isArray(body.tools) && body.tools.length > 0) upstream.tool_choice = 'none'
   return upstream
 }
 

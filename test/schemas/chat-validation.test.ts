@@ -366,6 +366,16 @@ describe('chat validation: bounds past 2^53 are checked on the digits sent', () 
   })
 })
 
+describe("chat normalization: the interface's tool_choice default", () => {
+  it('tools without tool_choice reach the backend with tool_choice "none" (vLLM would otherwise default to "auto")', async () => {
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }]
+    const before = standIn.received.length
+    const res = await post(on({ tools }))
+    expect(res.status).toBe(200)
+    expect(standIn.received.slice(before).map((r) => r.body)).toEqual([expect.objectContaining({ tools, tool_choice: 'none' })])
+  })
+})
+
 describe('chat validation: valid edge values reach the backend', () => {
   /** Each body is forwarded exactly as sent, except `model` (served name) and `request_id` (added). */
   const FORWARDED: readonly (readonly [name: string, body: Record<string, unknown>, served: string])[] = [
@@ -383,7 +393,7 @@ describe('chat validation: valid edge values reach the backend', () => {
     ['truncate_prompt_tokens -1', on({ truncate_prompt_tokens: -1 }), SERVED_M],
     ['tool_choice none', on({ tool_choice: 'none' }), SERVED_M],
     ['reasoning_effort high', on({ reasoning_effort: 'high' }), SERVED_M],
-    ['a tool definition', on({ tools: [{ type: 'function', function: { name: 'f', description: 'd', parameters: { type: 'object' } } }] }), SERVED_M],
+    ['a tool definition with tool_choice none', on({ tools: [{ type: 'function', function: { name: 'f', description: 'd', parameters: { type: 'object' } } }], tool_choice: 'none' }), SERVED_M],
     [
       'an assistant message with tool_calls and no content',
       messages(USER[0], { role: 'assistant', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] }, { role: 'tool', content: '42', tool_call_id: 'c1' }),

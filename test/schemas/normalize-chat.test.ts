@@ -45,11 +45,20 @@ describe('normalizeChat', () => {
     expect(out.max_tokens).toBeNull()
   })
 
+  it("writes out the interface's tool_choice default, none, when tools are given without one", () => {
+    const tools = [{ type: 'function', function: { name: 'f' } }]
+    expect(normalizeChat(body({ tools }), 'served', 'r').tool_choice).toBe('none')
+    expect(normalizeChat(body({ tools, tool_choice: 'none' }), 'served', 'r').tool_choice).toBe('none')
+    // No tools (absent, null or empty): vLLM's own default is already none, and nothing is added.
+    for (const without of [{}, { tools: null }, { tools: [] }]) expect(normalizeChat(body(without), 'served', 'r')).not.toHaveProperty('tool_choice')
+  })
+
   it('passes every other field, known or unknown, untouched', () => {
     const fields = {
       temperature: 0.2,
       stop: ['END'],
       tools: [{ type: 'function', function: { name: 'f' } }],
+      tool_choice: 'none',
       foo_ext: { a: 1, nested: [1, 'two', null] },
       messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }], extra: true }],
     }

@@ -70,7 +70,8 @@ export function expectedRequestId(body: Record<string, unknown>, header: string 
 /**
  * What the backend must receive (DESIGN.md chat path step 1, README step 3
  * and 7): served model name, explicit request id, `max_tokens` mirrored to
- * `max_completion_tokens`, usage asked for on streams; all else untouched.
+ * `max_completion_tokens`, `tool_choice` "none" written out beside `tools`,
+ * usage asked for on streams; all else untouched.
  * JSON has no -0 or Infinity, so the comparison is after a JSON round trip.
  */
 export function expectedChatUpstream(body: Record<string, unknown>, setup: ChatSetup, requestId: string): unknown {
@@ -78,6 +79,8 @@ export function expectedChatUpstream(body: Record<string, unknown>, setup: ChatS
   const out: Record<string, unknown> = { ...body, model: setup.models[name]!.servedName, request_id: requestId }
   const present = (value: unknown) => value !== undefined && value !== null
   if (present(body.max_tokens) && !present(body.max_completion_tokens)) out.max_completion_tokens = body.max_tokens
+  // interface.md: tool_choice defaults to "none" (vLLM's own default with tools is "auto").
+  if (!Object.hasOwn(body, 'tool_choice') && Array.isArray(body.tools) && body.tools.length > 0) out.tool_choice = 'none'
   const options = isRecord(body.stream_options) ? body.stream_options : {}
   if (body.stream === true && options.include_usage !== true) out.stream_options = { ...options, include_usage: true, continuous_usage_stats: false }
   return JSON.parse(JSON.stringify(out)) as unknown
