@@ -36,7 +36,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
 
   const violation = findRuleViolation(body, route.settings)
   if (violation) {
-    const code = violation.missing === true ? 'missing_field' : 'conflicting_fields'
+    const code = violation.kind === 'missing' ? 'missing_field' : violation.kind === 'invalid' ? 'invalid_value' : 'conflicting_fields'
     throw new GatewayError(code, `${violation.param} ${violation.message}.`, { param: violation.param })
   }
 

@@ -9,8 +9,8 @@ import type { ChatCompletionBody } from './chat.js'
 export interface RuleViolation {
   readonly param: string
   readonly message: string
-  /** A required member missing rather than two members in conflict. */
-  readonly missing?: boolean
+  /** A required member missing, or present with a value this message may not have, rather than two members in conflict. */
+  readonly kind?: 'missing' | 'invalid'
 }
 
 export interface ModelFacts {
@@ -29,7 +29,9 @@ const rules: readonly Rule[] = [
       return !(m.role === 'assistant' && Array.isArray(toolCalls) && toolCalls.length > 0)
     })
     if (index < 0) return null
-    return { param: `messages.${index}.content`, message: 'is required (it may be omitted only on an assistant message with tool_calls)', missing: true }
+    const param = `messages.${index}.content`
+    if (body.messages[index]!.content === null) return { param, message: 'may not be null (it may be null or omitted only on an assistant message with tool_calls)', kind: 'invalid' }
+    return { param, message: 'is required (it may be omitted only on an assistant message with tool_calls)', kind: 'missing' }
   },
   function priorityNeedsScheduling(body, model) {
     if (body.priority === undefined || body.priority === 0 || model.priority_scheduling) return null

@@ -79,6 +79,11 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
 
   constructor(settings: RedisLinkSettings) {
     super()
+    // Every model's slots, leases and limiters listen here, a few listeners per
+    // model per event, for as long as the link lives (one admission state, one
+    // generation: buildRedisState). Node's default cap of 10 would warn, on
+    // stderr and not as JSON, at every start with a dozen models.
+    this.setMaxListeners(0)
     this.keyPrefix = settings.keyPrefix
     this.#logger = settings.logger.child({ redis: redactedUrl(settings.url) })
     this.#upGauge = settings.upGauge

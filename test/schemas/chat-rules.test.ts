@@ -23,7 +23,6 @@ describe('findRuleViolation', () => {
   describe('message content', () => {
     it.each([
       ['missing on a user message', [{ role: 'user' }], 'messages.0.content'],
-      ['null on a user message', [{ role: 'user', content: null }], 'messages.0.content'],
       ['missing on the third message', [USER, { role: 'assistant', content: 'a' }, { role: 'user' }], 'messages.2.content'],
       ['missing on an assistant message without tool_calls', [USER, { role: 'assistant' }], 'messages.1.content'],
       ['missing on an assistant message with empty tool_calls', [USER, { role: 'assistant', tool_calls: [] }], 'messages.1.content'],
@@ -32,8 +31,17 @@ describe('findRuleViolation', () => {
       ['missing on a tool message', [USER, { role: 'tool', tool_call_id: 'c1' }], 'messages.1.content'],
     ])('is required when %s', (_name, messages, param) => {
       const violation = findRuleViolation(body({ messages }), PLAIN)
-      expect(violation?.param).toBe(param)
+      expect(violation).toMatchObject({ param, kind: 'missing' })
       expect(violation?.message).toMatch(/required/)
+    })
+
+    it.each([
+      ['a user message', [{ role: 'user', content: null }], 'messages.0.content'],
+      ['an assistant message without tool_calls', [USER, { role: 'assistant', content: null }], 'messages.1.content'],
+    ])('may not be null on %s: an invalid value, not a missing one', (_name, messages, param) => {
+      const violation = findRuleViolation(body({ messages }), PLAIN)
+      expect(violation).toMatchObject({ param, kind: 'invalid' })
+      expect(violation?.message).toMatch(/may not be null/)
     })
 
     it.each([
