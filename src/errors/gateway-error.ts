@@ -48,6 +48,7 @@ export const ERROR_KINDS = {
   queue_timeout: { status: 503, type: 'overloaded_error' },
   not_found: { status: 404, type: 'not_found_error' },
   no_healthy_backend: { status: 503, type: 'service_unavailable' },
+  not_ready: { status: 503, type: 'service_unavailable' },
   shutting_down: { status: 503, type: 'service_unavailable' },
   upstream_unreachable: { status: 502, type: 'upstream_error' },
   upstream_bad_response: { status: 502, type: 'upstream_error' },

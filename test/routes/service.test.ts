@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import OpenAI from 'openai'
 import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.js'
+import { notReadyMessage } from '../../src/routes/service.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
 import { until } from '../support/metrics.js'
 
@@ -79,5 +80,13 @@ describe('server.metrics_port', () => {
     } finally {
       await separate.shutdown()
     }
+  })
+})
+
+describe('notReadyMessage', () => {
+  it('names every model without a healthy backend, and Redis when it is away', () => {
+    expect(notReadyMessage(['a', 'b'], false)).toBe('Not ready: no healthy backend for model "a", "b".')
+    expect(notReadyMessage([], true)).toBe('Not ready: Redis is unreachable (admission runs on local limits).')
+    expect(notReadyMessage(['a'], true)).toBe('Not ready: no healthy backend for model "a"; Redis is unreachable (admission runs on local limits).')
   })
 })

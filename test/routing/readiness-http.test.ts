@@ -21,9 +21,14 @@ function gatewayConfig(url: string, health: Record<string, unknown>): Record<str
   return { auth: { keys: [key.entry] }, models: [{ name: 'm', health, backends: [{ url, name: 'b1' }] }] }
 }
 
-async function readyz(gw: TestGateway): Promise<{ status: number; body: { status: string; models_without_healthy_backend: string[] } }> {
+/** DESIGN.md's error object, which every error body carries, the 503 of /readyz included. */
+const NOT_READY_M = {
+  error: { message: 'Not ready: no healthy backend for model "m".', type: 'service_unavailable', param: null, code: 'not_ready' },
+}
+
+async function readyz(gw: TestGateway): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${gw.url}/readyz`)
-  return { status: response.status, body: (await response.json()) as { status: string; models_without_healthy_backend: string[] } }
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
 }
 
 const backendUp = (gw: TestGateway) => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b1' })
@@ -80,7 +85,7 @@ describe('readiness before the first check', () => {
   it('a backend nothing has reached is not ready and not up from the first scrape', async () => {
     const gw = await cleanups.gateway(gatewayConfig(await closedPortUrl(), { interval_ms: 100 }))
 
-    expect(await readyz(gw)).toEqual({ status: 503, body: { status: 'not_ready', models_without_healthy_backend: ['m'] } })
+    expect(await readyz(gw)).toEqual({ status: 503, body: { status: 'not_ready', models_without_healthy_backend: ['m'], ...NOT_READY_M } })
     expect(await backendUp(gw)).toBe(0)
   })
 
@@ -107,7 +112,7 @@ describe('readiness across a reload', () => {
 
     await gw.reload(configFrom({ ...object, server: { port: 0 } }))
 
-    expect(await readyz(gw)).toEqual({ status: 503, body: { status: 'not_ready', models_without_healthy_backend: ['m'] } })
+    expect(await readyz(gw)).toEqual({ status: 503, body: { status: 'not_ready', models_without_healthy_backend: ['m'], ...NOT_READY_M } })
     expect(await backendUp(gw)).toBe(0)
     expect(await chat(gw)).toEqual({ status: 503, code: 'no_healthy_backend' })
   })

@@ -236,7 +236,11 @@ describeWithRedis('Redis mode through HTTP', () => {
       await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 0, 'sluice_redis_up 0')
       const notReady = await fetch(`${gw.url}/readyz`)
       expect(notReady.status).toBe(503)
-      expect(await notReady.json()).toMatchObject({ status: 'not_ready', redis: 'down' })
+      expect(await notReady.json()).toMatchObject({
+        status: 'not_ready',
+        redis: 'down',
+        error: { message: 'Not ready: Redis is unreachable (admission runs on local limits).', type: 'service_unavailable', param: null, code: 'not_ready' },
+      })
 
       // The waiter moved to the local queue; the local limit counts the running Redis lease: still one at a time.
       await until(async () => (await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })) === 1, 'waiter in the local queue')
