@@ -59,7 +59,7 @@ const rules: readonly Rule[] = [
   },
   function cacheSaltNotEmpty(body) {
     if (body.cache_salt !== '') return null
-    return { param: 'cache_salt', message: 'must be a non-empty string when given' }
+    return { param: 'cache_salt', message: 'must be a non-empty string when given', kind: 'invalid' }
   },
 ]
 

@@ -153,8 +153,8 @@ describe('findRuleViolation', () => {
   })
 
   describe('cache_salt', () => {
-    it('an empty string is refused', () => {
-      expect(paramOf({ cache_salt: '' })).toBe('cache_salt')
+    it('an empty string is refused as an invalid value, not a conflict', () => {
+      expect(findRuleViolation(body({ cache_salt: '' }), PLAIN)).toMatchObject({ param: 'cache_salt', kind: 'invalid' })
     })
 
     it('a non-empty string or null is accepted', () => {
