@@ -48,12 +48,16 @@ export function parseCheckpointQuery(query: Record<string, unknown>): Checkpoint
 /**
  * The model id as one safe path segment. `.` and `..` would be resolved as
  * path steps by an upstream; control characters (C0, DEL and C1) are never
- * part of an id.
+ * part of an id. `/`, `\` and `%` are refused although re-encoding would
+ * keep them inside the segment: a proxy in front of the platform API (nginx
+ * decodes and normalizes before proxy_pass) or an app server that routes on
+ * the decoded path would turn `..%2F..%2Fadmin` into a walk to another path,
+ * carrying the gateway's own credential.
  */
 export function checkModelIdSegment(modelId: string): string {
   // eslint-disable-next-line no-control-regex
-  if (modelId === '' || modelId === '.' || modelId === '..' || /[\u0000-\u001f\u007f-\u009f]/.test(modelId) || isTooLong(modelId)) {
-    throw invalid('model_id', `must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without control characters`)
+  if (modelId === '' || modelId === '.' || modelId === '..' || /[\u0000-\u001f\u007f-\u009f/\\%]/.test(modelId) || isTooLong(modelId)) {
+    throw invalid('model_id', `must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without "/", "\\", "%" or control characters`)
   }
   return encodeURIComponent(modelId)
 }
