@@ -17,13 +17,23 @@ const HttpUrl = Type.String({ pattern: '^https?://[^\\s/]+', description: 'an ht
 const Sha256Hex = Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: '64 hex characters' })
 
 /**
+ * A duration in milliseconds. Node's timers hold at most 2^31 − 1 ms (about
+ * 24.8 days) and turn anything longer into 1 ms, with a warning on stderr:
+ * a "never time out" value would time out at once, so it is refused here.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+function Milliseconds(options: { default?: number; minimum: number }) {
+  return Type.Integer({ ...options, maximum: MAX_TIMER_MS })
+}
+
+/**
  * How long an idle pooled connection is kept for reuse. It must be shorter
  * than the server's own idle timeout (uvicorn, under vLLM and FastAPI,
  * closes after 5 s and does not announce it), or a request can be written
  * just as the server closes and fail with a reset: seen as occasional 502s
  * with undici's 30 s. The default is undici's own.
  */
-const KeepAliveMs = Type.Integer({ default: 4000, minimum: 1 })
+const KeepAliveMs = Milliseconds({ default: 4000, minimum: 1 })
 
 export const SCOPES = ['chat', 'training', 'checkpoints', 'objects'] as const
 export const BEARER_SCOPES = ['chat', 'training', 'checkpoints'] as const
@@ -36,7 +46,7 @@ export const ServerConfig = Type.Object(
     body_limit_bytes: Type.Integer({ default: 8 * 1024 * 1024, minimum: 1024 }),
     // The largest chat answer read whole (not streamed) before it is sent on: it is held in memory.
     answer_limit_bytes: Type.Integer({ default: 64 * 1024 * 1024, minimum: 1024 }),
-    shutdown_grace_ms: Type.Integer({ default: 30000, minimum: 0 }),
+    shutdown_grace_ms: Milliseconds({ default: 30000, minimum: 0 }),
     // When set, /metrics is served on this port only (same host), off the public listener.
     metrics_port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
   },
@@ -115,7 +125,7 @@ export const ModelConfig = Type.Object(
       Type.Object(
         {
           max_size: Type.Integer({ default: 1000, minimum: 0 }),
-          max_wait_ms: Type.Integer({ default: 30000, minimum: 0 }),
+          max_wait_ms: Milliseconds({ default: 30000, minimum: 0 }),
         },
         closed,
       ),
@@ -124,10 +134,10 @@ export const ModelConfig = Type.Object(
     timeouts: defaulted(
       Type.Object(
         {
-          connect_ms: Type.Integer({ default: 2000, minimum: 1 }),
-          first_byte_ms: Type.Integer({ default: 120000, minimum: 1 }),
+          connect_ms: Milliseconds({ default: 2000, minimum: 1 }),
+          first_byte_ms: Milliseconds({ default: 120000, minimum: 1 }),
           // Longest silence between two chunks of an answer once it started.
-          idle_ms: Type.Integer({ default: 60000, minimum: 1 }),
+          idle_ms: Milliseconds({ default: 60000, minimum: 1 }),
           keep_alive_ms: KeepAliveMs,
         },
         closed,
@@ -137,7 +147,7 @@ export const ModelConfig = Type.Object(
       Type.Object(
         {
           path: Type.String({ default: '/health', pattern: '^/' }),
-          interval_ms: Type.Integer({ default: 5000, minimum: 100 }),
+          interval_ms: Milliseconds({ default: 5000, minimum: 100 }),
           unhealthy_after: Type.Integer({ default: 3, minimum: 1 }),
         },
         closed,
@@ -164,8 +174,8 @@ export const UpstreamConfig = Type.Object(
     timeouts: defaulted(
       Type.Object(
         {
-          connect_ms: Type.Integer({ default: 2000, minimum: 1 }),
-          first_byte_ms: Type.Integer({ default: 60000, minimum: 1 }),
+          connect_ms: Milliseconds({ default: 2000, minimum: 1 }),
+          first_byte_ms: Milliseconds({ default: 60000, minimum: 1 }),
           keep_alive_ms: KeepAliveMs,
         },
         closed,

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, it, expect, beforeAll, afterAll } from 'vitest'
 import { ConfigError, loadConfigFile, parseConfig } from '../../src/config/load.js'
-import { GatewayConfigSchema } from '../../src/config/schema.js'
+import { GatewayConfigSchema, MAX_TIMER_MS } from '../../src/config/schema.js'
 import type { GatewayConfig } from '../../src/config/resolve.js'
 import type { ValidationIssue } from '../../src/schemas/validation-issue.js'
 
@@ -195,6 +195,23 @@ models:
     expect(paths(issues('models: []\n'))).toEqual(['models'])
     expect(paths(issues('models:\n  - backends: [{ url: "http://a:1" }]\n'))).toEqual(['models.0.name'])
     expect(paths(issues('models:\n  - name: m\n    backends: []\n'))).toEqual(['models.0.backends'])
+  })
+
+  it("refuses a duration past Node's timer limit (2^31 - 1 ms), which would fire after 1 ms", () => {
+    const at = (ms: number) => `server: { shutdown_grace_ms: ${ms} }
+models:
+  - name: m
+    queue: { max_wait_ms: ${ms} }
+    timeouts: { connect_ms: ${ms}, first_byte_ms: ${ms}, idle_ms: ${ms}, keep_alive_ms: ${ms} }
+    health: { interval_ms: ${ms} }
+    backends: [{ url: "http://a:1" }]
+`
+    expect(ok(at(MAX_TIMER_MS)).server.shutdown_grace_ms).toBe(2147483647)
+    const found = issues(at(MAX_TIMER_MS + 1))
+    expect(paths(found).sort()).toEqual(
+      ['server.shutdown_grace_ms', 'models.0.queue.max_wait_ms', 'models.0.timeouts.connect_ms', 'models.0.timeouts.first_byte_ms', 'models.0.timeouts.idle_ms', 'models.0.timeouts.keep_alive_ms', 'models.0.health.interval_ms'].sort(),
+    )
+    expect(found.every((i) => i.message === 'must be <= 2147483647')).toBe(true)
   })
 
   it('reports duplicate model names', () => {
