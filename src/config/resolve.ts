@@ -5,6 +5,7 @@
  * (`served_name`, backend `name`, `default_model`).
  */
 import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schema.js'
+import { DEFAULT_PORT } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
 import { basicCredentialProblem, headerSecretProblem, baseUrlProblem } from './credential-rules.js'
@@ -58,8 +59,19 @@ export function crossCheck(data: unknown): ValidationIssue[] {
     issues.push({ path: 'default_model', message: `names no configured model (have: ${[...new Set(names)].join(', ')})` })
   }
   const state = member(data, 'state')
-  if (member(state, 'kind') === 'redis' && member(state, 'redis_url') === undefined) {
+  const redisUrl = member(state, 'redis_url')
+  if (member(state, 'kind') === 'redis' && redisUrl === undefined) {
     issues.push({ path: 'state.redis_url', message: 'is required when state.kind is redis' })
+  }
+  // Not quoted back: the URL may hold a password. An unparsable one (a port past 65535) once crashed the start and printed it.
+  if (typeof redisUrl === 'string' && !URL.canParse(redisUrl)) {
+    issues.push({ path: 'state.redis_url', message: 'is not a valid URL: redis://[[user]:password@]host[:port][/db] (or rediss://)' })
+  }
+  // The gateway would listen twice on one port and fail to start with EADDRINUSE.
+  const server = member(data, 'server')
+  const port = member(server, 'port') ?? DEFAULT_PORT
+  if (typeof port === 'number' && port !== 0 && member(server, 'metrics_port') === port) {
+    issues.push({ path: 'server.metrics_port', message: `must differ from server.port (${port}): /metrics gets a listener of its own` })
   }
   return issues
 }

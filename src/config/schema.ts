@@ -8,6 +8,8 @@ import { stringEnum } from '../schemas/json-schema.js'
 
 const closed = { additionalProperties: false } as const
 
+export const DEFAULT_PORT = 8080
+
 /** An object whose members all have defaults: absent means "all defaults". */
 function defaulted<T extends TSchema>(schema: T): T {
   return Type.Unsafe<Static<T>>({ ...schema, default: {} }) as unknown as T
@@ -42,7 +44,7 @@ export type Scope = (typeof SCOPES)[number]
 export const ServerConfig = Type.Object(
   {
     host: Type.String({ default: '127.0.0.1', minLength: 1 }),
-    port: Type.Integer({ default: 8080, minimum: 0, maximum: 65535 }),
+    port: Type.Integer({ default: DEFAULT_PORT, minimum: 0, maximum: 65535 }),
     body_limit_bytes: Type.Integer({ default: 8 * 1024 * 1024, minimum: 1024 }),
     // The largest chat answer read whole (not streamed) before it is sent on: it is held in memory.
     answer_limit_bytes: Type.Integer({ default: 64 * 1024 * 1024, minimum: 1024 }),

@@ -73,7 +73,7 @@ export class RedisHealthBoard implements HealthBoard {
 
   #call(model: string, script: 'sluiceHealthPublish' | 'sluiceHealthClear', keys: readonly string[], args: readonly (string | number)[]): void {
     if (!this.#link.up()) return
-    this.#link.run(script, keys, args).catch((error: unknown) => this.#logger.debug({ err: error, model }, 'shared health not written'))
+    this.#link.run(script, keys, args).catch((error: unknown) => this.#logger.debug({ err: this.#link.loggable(error), model }, 'shared health not written'))
   }
 
   readonly #readAll = (): void => {
@@ -86,7 +86,7 @@ export class RedisHealthBoard implements HealthBoard {
     try {
       flat = await this.#link.run('sluiceHealthRead', watched.keys.slice(0, 1), [])
     } catch (error) {
-      this.#logger.debug({ err: error, model }, 'shared health not read')
+      this.#logger.debug({ err: this.#link.loggable(error), model }, 'shared health not read')
       return
     }
     if (this.#watched.get(model) !== watched || !Array.isArray(flat)) return

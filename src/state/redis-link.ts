@@ -19,6 +19,7 @@ import { HEALTH_SCRIPTS, type HealthScript } from './lua/health-scripts.js'
 import { KEY_SCRIPTS, type KeyScript } from './lua/key-scripts.js'
 import { SLOT_SCRIPTS, type SlotScript } from './lua/slot-scripts.js'
 import { replicaChannel } from './redis-keys.js'
+import { loggableRedisError, redactedRedisUrl, redisUrlSecrets, type LoggableError } from './redis-url.js'
 
 /** Thrown when Redis cannot answer a call (down, failing or over budget): admission goes local. */
 export class RedisUnavailable extends Error {
@@ -66,6 +67,9 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
   readonly #client: Redis
   readonly #subscriber: Redis
   readonly #logger: Logger
+  /** The URL's passwords, scrubbed from every error a log line carries. */
+  readonly #secrets: readonly string[]
+  #lastError: LoggableError | null = null
   readonly #upGauge: { set(value: number): void } | undefined
   readonly #channels = new Map<string, (message: string) => void>()
   readonly #models = new Map<string, (message: ReplicaMessage) => void>()
@@ -85,7 +89,8 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     // stderr and not as JSON, at every start with a dozen models.
     this.setMaxListeners(0)
     this.keyPrefix = settings.keyPrefix
-    this.#logger = settings.logger.child({ redis: redactedUrl(settings.url) })
+    this.#logger = settings.logger.child({ redis: redactedRedisUrl(settings.url) })
+    this.#secrets = redisUrlSecrets(settings.url)
     this.#upGauge = settings.upGauge
     this.timings = {
       leaseTtlMs: settings.leaseTtlMs ?? 15_000,
@@ -107,10 +112,13 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     for (const [name, lua] of Object.entries({ ...SLOT_SCRIPTS, ...KEY_SCRIPTS, ...HEALTH_SCRIPTS })) this.#client.defineCommand(name, { lua })
     this.#client.on('ready', () => this.#markUp())
     this.#client.on('close', () => this.#markDown('connection closed'))
-    this.#client.on('error', (error: Error) => this.#logger.debug({ err: error }, 'redis connection error'))
+    this.#client.on('error', (error: Error) => {
+      this.#lastError = this.loggable(error)
+      this.#logger.debug({ err: this.#lastError }, 'redis connection error')
+    })
 
     this.#subscriber = new Redis(settings.url, { connectionName: 'sluice-subscriber', connectTimeout: 2000, retryStrategy, maxRetriesPerRequest: null })
-    this.#subscriber.on('error', (error: Error) => this.#logger.debug({ err: error }, 'redis subscriber error'))
+    this.#subscriber.on('error', (error: Error) => this.#logger.debug({ err: this.loggable(error) }, 'redis subscriber error'))
     this.#subscriber.on('message', (channel: string, message: string) => this.#channels.get(channel)?.(message))
     // Messages sent while the subscriber was away are lost: look at the shared state again.
     let subscribedBefore = false
@@ -185,6 +193,11 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     })
   }
 
+  /** An error as a log line may carry it: the URL's passwords scrubbed, no command arguments (redis-url.ts). */
+  loggable(error: unknown): LoggableError {
+    return loggableRedisError(error, this.#secrets)
+  }
+
   /** Counts `work` as pending until it settles (see `idle`). */
   track<T>(work: Promise<T>): Promise<T> {
     this.#pending++
@@ -206,7 +219,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
   /** Routes messages published on `channel` to `handler` (one handler per channel). */
   subscribe(channel: string, handler: (message: string) => void): void {
     this.#channels.set(channel, handler)
-    this.#subscriber.subscribe(channel).catch((error: unknown) => this.#logger.debug({ err: error, channel }, 'subscribe failed'))
+    this.#subscriber.subscribe(channel).catch((error: unknown) => this.#logger.debug({ err: this.loggable(error), channel }, 'subscribe failed'))
   }
 
   /** Routes grants and evictions of this replica's waiters of `model` to `handler`. */
@@ -231,7 +244,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
       await this.budgeted(this.#client.ping(), () => undefined, timeoutMs)
       this.#markUp()
     } catch (error) {
-      this.#markDown(error instanceof Error ? error.message : String(error))
+      this.#markDown(this.loggable(error).message)
       // A server that stopped answering: drop the connection so pending calls fail now, and reconnect.
       if (this.#client.status === 'ready') this.#client.disconnect(true)
     }
@@ -241,6 +254,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     if (this.#closed || this.#state === 'up') return
     const before = this.#state
     this.#state = 'up'
+    this.#lastError = null
     const issuedBeforeUp = this.#serial
     this.#upGauge?.set(1)
     if (before === 'down') this.#logger.info('Redis reachable again: admission uses the shared state')
@@ -273,7 +287,8 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     if (this.#closed || this.#state === 'down') return
     this.#state = 'down'
     this.#upGauge?.set(0)
-    this.#logger.warn({ reason }, 'Redis unreachable: each replica admits on its own local limits until it is back')
+    // The connection's last error says why it closed (a wrong password: WRONGPASS).
+    this.#logger.warn({ reason, last_error: this.#lastError?.message ?? null }, 'Redis unreachable: each replica admits on its own local limits until it is back')
     this.emit('down')
   }
 }
@@ -306,12 +321,3 @@ async function quit(client: Redis): Promise<void> {
   client.disconnect()
 }
 
-function redactedUrl(url: string): string {
-  try {
-    const parsed = new URL(url)
-    if (parsed.password !== '') parsed.password = '***'
-    return parsed.toString()
-  } catch {
-    return 'redis'
-  }
-}

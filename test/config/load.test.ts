@@ -214,6 +214,19 @@ models:
     expect(found.every((i) => i.message === 'must be <= 2147483647')).toBe(true)
   })
 
+  it('refuses a redis_url no URL parser reads, without quoting it (it may hold a password)', () => {
+    const found = issues(`state: { kind: redis, redis_url: "redis://u:Secret9@127.0.0.1:99999" }\n${MODEL}`)
+    expect(found).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('is not a valid URL') }])
+    expect(JSON.stringify(found)).not.toContain('Secret9')
+    expect(ok(`state: { kind: redis, redis_url: "redis://:pw@127.0.0.1:6379/0?password=x" }\n${MODEL}`).state.redis_url).toBe('redis://:pw@127.0.0.1:6379/0?password=x')
+  })
+
+  it('refuses a metrics_port equal to the port, given or default, which could not both be listened on', () => {
+    expect(issues(`server: { port: 9000, metrics_port: 9000 }\n${MODEL}`)).toEqual([{ path: 'server.metrics_port', message: expect.stringContaining('must differ from server.port (9000)') }])
+    expect(paths(issues(`server: { metrics_port: 8080 }\n${MODEL}`))).toEqual(['server.metrics_port'])
+    expect(ok(`server: { port: 0, metrics_port: 0 }\n${MODEL}`).server.metrics_port).toBe(0)
+  })
+
   it('reports duplicate model names', () => {
     const found = issues(`models:
   - { name: m, backends: [{ url: "http://a:1" }] }

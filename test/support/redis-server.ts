@@ -82,7 +82,8 @@ export function uniquePrefix(label = 'test'): string {
   return `sluice-${label}-${randomBytes(4).toString('hex')}:`
 }
 
-export async function startTestRedis(): Promise<TestRedis> {
+/** `requirePassword`: the server refuses clients that do not AUTH with it (its url carries none). */
+export async function startTestRedis(options: { requirePassword?: string } = {}): Promise<TestRedis> {
   if (externalUrl !== undefined) {
     const port = Number(new URL(externalUrl).port || 6379)
     const refuse = () => Promise.reject(new Error('REDIS_URL given: this server is not the tests’ to stop'))
@@ -95,6 +96,7 @@ export async function startTestRedis(): Promise<TestRedis> {
   let child: ChildProcess | null = null
   const start = async () => {
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
+    if (options.requirePassword !== undefined) args.push('--requirepass', options.requirePassword)
     child = spawn('redis-server', args, { stdio: 'ignore' })
     await untilAnswers(port, child)
   }
@@ -183,7 +185,8 @@ function pings(port: number): Promise<boolean> {
       answer += chunk.toString()
       if (answer.includes('\r\n')) socket.end()
     })
-    socket.on('close', () => resolve(answer.startsWith('+PONG')))
+    // A server that requires a password answers too, with NOAUTH.
+    socket.on('close', () => resolve(answer.startsWith('+PONG') || answer.startsWith('-NOAUTH')))
     socket.on('error', () => undefined)
   })
 }
