@@ -24,6 +24,16 @@ function join(path: string, member: string): string {
   return path === '' ? member : `${path}.${member}`
 }
 
+/**
+ * A key with a colon or white space in it is most likely `name:value` with no
+ * space after the colon, which YAML reads as one key, value and all (an
+ * `api_key:sk-…` typo): it is not echoed, as it may hold a secret.
+ */
+function unknownKey(path: string, name: string): { path: string; message: string } {
+  if (!/[:\s]/.test(name)) return { path: join(path, name), message: 'is not a known key' }
+  return { path: join(path, '<key with ":" or a space>'), message: 'is not a known key (a "name:value" with no space after the colon is read as one key; its text is not shown, as it may hold a secret)' }
+}
+
 function describe(error: ErrorObject): { path: string; message: string } {
   const path = pointerToPath(error.instancePath)
   const params = error.params as Record<string, unknown>
@@ -31,7 +41,7 @@ function describe(error: ErrorObject): { path: string; message: string } {
     case 'required':
       return { path: join(path, String(params.missingProperty)), message: 'is required' }
     case 'additionalProperties':
-      return { path: join(path, String(params.additionalProperty)), message: 'is not a known key' }
+      return unknownKey(path, String(params.additionalProperty))
     case 'type': {
       const types = Array.isArray(params.type) ? params.type : String(params.type).split(',')
       return { path, message: `must be ${types.map(article).join(' or ')}` }

@@ -227,6 +227,12 @@ models:
     expect(ok(`server: { port: 0, metrics_port: 0 }\n${MODEL}`).server.metrics_port).toBe(0)
   })
 
+  it('does not echo an unknown key that looks like "name:value" with the space missing: it may be a secret', () => {
+    const found = issues(`models:\n  - name: m\n    backends: [{ url: "http://a:1", api_key:sk-Typo4242 }]\n`)
+    expect(found).toEqual([{ path: 'models.0.backends.0.<key with ":" or a space>', message: expect.stringContaining('is not a known key') }])
+    expect(JSON.stringify(found)).not.toContain('Typo4242')
+  })
+
   it('reports duplicate model names', () => {
     const found = issues(`models:
   - { name: m, backends: [{ url: "http://a:1" }] }
