@@ -20,6 +20,7 @@ interface Service {
   readonly ports?: string[]
   readonly depends_on?: string[] | Record<string, unknown>
   readonly healthcheck?: { test: string[] }
+  readonly stop_grace_period?: string
 }
 
 async function compose(): Promise<Record<string, Service>> {
@@ -135,5 +136,15 @@ describe('docker-compose.yml', () => {
 
     // The replicas' health check asks the port they listen on.
     for (const replica of replicas) expect(services[replica]!.healthcheck!.test.join(' ')).toContain(`127.0.0.1:${config.server.port}/readyz`)
+  })
+})
+
+describe('stopping a replica', () => {
+  it.each(replicas)('%s: Docker waits longer than the drain (stop_grace_period over shutdown_grace_ms) before SIGKILL', async (name) => {
+    const services = await compose()
+    const period = /^(\d+)s$/.exec(services[name]!.stop_grace_period ?? '')
+    expect(period, `${name} sets stop_grace_period in seconds`).not.toBeNull()
+    const config = await replicaConfig(services, name)
+    expect(Number(period![1]) * 1000).toBeGreaterThan(config.server.shutdown_grace_ms)
   })
 })

@@ -41,10 +41,20 @@ describe('dashboards and alerts use only exported metrics', () => {
   })
 
   // A replica that is not ready answers /readyz 503 to every probe: that must not page as a 5xx ratio.
+  const requestSelectors = (expr: string) => [...expr.matchAll(/sluice_requests_total(\{[^}]*\})?/g)].map((m) => m[1] ?? '')
+
   it('the 5xx ratio alert leaves out the service route (health probes)', async () => {
     const rules = parse(await readFile('deploy/prometheus/alerts.yml', 'utf8')) as { groups: { rules: { alert: string; expr: string }[] }[] }
     const errorRatio = rules.groups.flatMap((g) => g.rules).find((r) => r.alert === 'SluiceHighErrorRatio')!
-    const selectors = [...errorRatio.expr.matchAll(/sluice_requests_total(\{[^}]*\})?/g)].map((m) => m[1] ?? '')
+    const selectors = requestSelectors(errorRatio.expr)
+    expect(selectors).toHaveLength(2)
+    for (const selector of selectors) expect(selector).toContain('route!="service"')
+  })
+
+  it("so does the dashboard's error ratio panel, so it shows what the alert pages on", async () => {
+    const dashboard = JSON.parse(await readFile('deploy/grafana/sluice.json', 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] }
+    const panel = dashboard.panels.find((p) => p.title.startsWith('Error ratio'))!
+    const selectors = panel.targets.flatMap((t) => requestSelectors(t.expr))
     expect(selectors).toHaveLength(2)
     for (const selector of selectors) expect(selector).toContain('route!="service"')
   })
