@@ -41,7 +41,13 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
   }
   const unset = interpolateDocument(document, env)
   const issues = [...unset]
-  const data: unknown = document.toJS() ?? {}
+  let data: unknown
+  try {
+    data = document.toJS() ?? {}
+  } catch (error) {
+    // yaml refuses aliases that expand without bound (a "billion laughs" file) by throwing.
+    return { ok: false, issues: [...issues, { path: '', message: `YAML: ${error instanceof Error ? error.message : String(error)}` }] }
+  }
   if (!validate(data)) issues.push(...issuesBesides(unset, toIssues(validate.errors)))
   // Cross-key checks run on whatever parsed, so one run reports everything.
   issues.push(...issuesBesides(unset, crossCheck(data)))

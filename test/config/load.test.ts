@@ -233,6 +233,13 @@ models:
     expect(JSON.stringify(found)).not.toContain('Typo4242')
   })
 
+  it('reports a YAML alias bomb as a problem, not a crash', () => {
+    const levels = ['a: &a [x, x, x, x, x, x, x, x, x]']
+    for (let i = 1; i < 9; i++) levels.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(9).fill(`*${String.fromCharCode(96 + i)}`).join(', ')}]`)
+    const found = issues(`${levels.join('\n')}\n${MODEL}`)
+    expect(found).toEqual([{ path: '', message: expect.stringMatching(/^YAML: .*alias/i) }])
+  })
+
   it('reports duplicate model names', () => {
     const found = issues(`models:
   - { name: m, backends: [{ url: "http://a:1" }] }
