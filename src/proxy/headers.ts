@@ -56,12 +56,17 @@ function listedInConnection(value: string | string[]): Set<string> | null {
   )
 }
 
-/** A fresh map the caller may add its own headers to. */
+/**
+ * A fresh map the caller may add its own headers to. A header the client's
+ * `Connection` names is for the gateway's hop only (RFC 9110 §7.6.1), even
+ * one from the allow-list.
+ */
 export function forwardedRequestHeaders(client: IncomingHttpHeaders): HeaderMap {
+  const connectionListed = client.connection === undefined ? null : listedInConnection(client.connection)
   const out: HeaderMap = {}
   for (const name of FORWARDED_REQUEST_HEADERS) {
     const value = client[name]
-    if (typeof value === 'string') out[name] = value
+    if (typeof value === 'string' && connectionListed?.has(name) !== true) out[name] = value
   }
   return out
 }

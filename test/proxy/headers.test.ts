@@ -28,4 +28,10 @@ describe('forwardedRequestHeaders', () => {
     const out = forwardedRequestHeaders({ accept: 'application/json', 'accept-encoding': 'gzip', 'user-agent': 'ua', traceparent: 't', authorization: 'Bearer x', cookie: 'c=1', 'proxy-connection': 'keep-alive' })
     expect(out).toEqual({ accept: 'application/json', 'accept-encoding': 'gzip', 'user-agent': 'ua', traceparent: 't' })
   })
+
+  it('leaves out an allow-listed header the client\'s Connection names: it is for this hop only', () => {
+    const client = { accept: 'application/json', 'user-agent': 'ua', traceparent: 't', connection: 'keep-alive, User-Agent ,TRACEPARENT' }
+    expect(forwardedRequestHeaders(client)).toEqual({ accept: 'application/json' })
+    expect(forwardedRequestHeaders({ ...client, connection: 'keep-alive' })).toEqual({ accept: 'application/json', 'user-agent': 'ua', traceparent: 't' })
+  })
 })
