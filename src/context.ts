@@ -15,10 +15,9 @@ import { buildModelRoutes, healthKnownTo, type ModelRoute } from './routing/mode
 import { BasicUserStore } from './auth/basic.js'
 import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
 import { Upstream } from './routing/upstream.js'
-import type { AdmissionState } from './state/store.js'
+import type { AdmissionObserver, AdmissionState, KeyLimiter } from './state/store.js'
 import { buildAdmissionState } from './state/admission-state.js'
 import type { RedisTimings } from './state/redis-link.js'
-import type { AdmissionObserver } from './state/store.js'
 import type { SlotPeers } from './state/slot-peers.js'
 import { BackendMonitor } from './routing/backend-monitor.js'
 import { noHealthyBackend } from './routing/no-healthy-backend.js'
@@ -62,6 +61,8 @@ export interface ContextOverrides {
   readonly redisTimings?: RedisTimings
   /** The other generations' slots on the same backends (memory mode, during a reload). [none] */
   readonly slotPeers?: SlotPeers
+  /** The serving generation's key limiter, kept across a reload in memory mode (admission-state.ts). [none] */
+  readonly keysFrom?: KeyLimiter
   /**
    * The model routes of the generations serving now, newest first: a backend
    * also in one of them (same model, name and URL) starts from its health
@@ -94,6 +95,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
       metrics,
       redisTimings: overrides.redisTimings,
       peers: overrides.slotPeers,
+      keysFrom: overrides.keysFrom,
     })
   const stopCountingQueues = metrics.queueDepths.add(() => [...models.keys()].map((model) => [model, state.slots.get(model)?.queueDepth() ?? 0] as const))
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD

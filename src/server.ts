@@ -50,7 +50,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     const slotPeers = generationPeers(() => self, () => live)
     // Live generations, the serving one first: the new one starts from what their checks found.
     const healthFrom = live.map((generation) => generation.context.models)
-    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers, healthFrom })
+    // Key limits carry over too: a reload must not refill a key's buckets or forget its running requests.
+    const keysFrom = live[0]?.context.state.keys
+    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers, healthFrom, keysFrom })
     return self
   }
   let current = await start(config)

@@ -7,7 +7,8 @@ import { buildMemoryState } from './memory-state.js'
 import type { RedisTimings } from './redis-link.js'
 import { buildRedisState } from './redis-state.js'
 import { NO_PEERS, type SlotPeers } from './slot-peers.js'
-import type { AdmissionObserver, AdmissionState } from './store.js'
+import { MemoryKeyLimiter } from './memory-key-limiter.js'
+import type { AdmissionObserver, AdmissionState, KeyLimiter } from './store.js'
 
 const REDIS_UP = 'sluice_redis_up'
 
@@ -23,6 +24,13 @@ export interface AdmissionDeps {
   readonly redisTimings?: RedisTimings
   /** Memory mode: the other generations' slots on the same backends. [none] */
   readonly peers?: SlotPeers
+  /**
+   * The serving generation's key limiter. Memory mode keeps using it when
+   * that was a memory one too, so a reload neither refills the buckets nor
+   * forgets the requests running (its limits come with each call, so changed
+   * limits apply at once). [a new one]
+   */
+  readonly keysFrom?: KeyLimiter
 }
 
 export function buildAdmissionState(config: GatewayConfig, deps: AdmissionDeps): AdmissionState {
@@ -30,7 +38,8 @@ export function buildAdmissionState(config: GatewayConfig, deps: AdmissionDeps):
   if (config.state.kind !== 'redis') {
     // DESIGN.md: sluice_redis_up exists in redis mode; a memory gateway has no Redis to be down.
     registry.removeSingleMetric(REDIS_UP)
-    return buildMemoryState(config, deps.usable, deps.clock, deps.observer, deps.peers ?? NO_PEERS)
+    const keys = deps.keysFrom instanceof MemoryKeyLimiter ? deps.keysFrom : undefined
+    return buildMemoryState(config, deps.usable, deps.clock, deps.observer, deps.peers ?? NO_PEERS, keys)
   }
   if (registry.getSingleMetric(REDIS_UP) === undefined) registry.registerMetric(redisUp)
   return buildRedisState(config, deps)

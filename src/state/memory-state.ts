@@ -24,6 +24,7 @@ export function buildMemoryState(
   clock: Clock,
   observer: AdmissionObserver,
   peers: SlotPeers = NO_PEERS,
+  keys: MemoryKeyLimiter = new MemoryKeyLimiter(clock),
 ): AdmissionState {
   const slots = new Map<string, ModelSlots>()
   for (const model of config.models) {
@@ -38,7 +39,7 @@ export function buildMemoryState(
   }
   return {
     slots,
-    keys: new MemoryKeyLimiter(clock),
+    keys,
     reachable: () => true,
     close() {
       for (const modelSlots of slots.values()) modelSlots.close()
