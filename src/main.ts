@@ -31,14 +31,16 @@ async function main(): Promise<number> {
   // A SIGHUP with no listener would kill the process: listen before anything
   // is announced, and ignore reloads until the gateway is up.
   let gateway: RunningGateway | null = null
+  let draining = false
   process.on('SIGHUP', () => {
     if (gateway === null) logger.warn('SIGHUP before the gateway was ready: ignored')
+    // Not a failed reload: there is nothing left to reload into.
+    else if (draining) logger.info('SIGHUP while draining: ignored')
     else void reloadFrom(configFile, gateway, logger)
   })
   gateway = await startGateway(config, logger)
   const running = gateway
 
-  let draining = false
   const stop = (signal: string) => {
     // A second signal while draining: whoever sent it does not want to wait.
     if (draining) {

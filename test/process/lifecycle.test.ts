@@ -150,6 +150,25 @@ describe('SIGTERM drain', () => {
     expect(gateway.lines.some((line) => line.level === 40 && String(line.msg).startsWith('second signal while draining'))).toBe(true)
   })
 
+  it('a SIGHUP while draining is ignored with an info line: no error, no failed reload', async () => {
+    const held = await cleanups.standIn({ hold: true })
+    const file = await configFile(config([{ name: 'a', backends: [{ url: held.url }] }]))
+    const gateway = await gatewayProcess(file)
+    const inFlight = chat(gateway.url, 'a', false)
+    await once(held.events, 'held')
+
+    gateway.child.kill('SIGTERM')
+    await gateway.waitForLine((line) => line.msg === 'draining')
+    gateway.child.kill('SIGHUP')
+    await gateway.waitForLine((line) => line.msg === 'SIGHUP while draining: ignored')
+    held.releaseHeld(1)
+
+    expect((await inFlight).status).toBe(200)
+    expect(await gateway.exited()).toBe(0)
+    await gateway.outputEnded()
+    expect(gateway.lines.filter((line) => (line.level as number) >= 50)).toEqual([])
+  })
+
   // Regression: sonic-boom 4 retried a write that met EPIPE forever in the flush at exit,
   // so a gateway whose log reader had gone (a dead sidecar, `| head`) never exited.
   it('exits 0 when the reader of its log has gone away', async () => {
