@@ -61,6 +61,8 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       },
       now: () => ctx.clock.now(),
       onFailure: (backend, outcome) => {
+        // A 502/504 access line names the backend that failed last (an answer from another overwrites it).
+        request.facts.backend = backend.name
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason: outcome })
         ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome))
       },

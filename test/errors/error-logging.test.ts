@@ -52,6 +52,24 @@ describe('logging of failed requests', () => {
     expect(lines).toHaveLength(1)
     expect(lines[0]).toMatchObject({ level: 40, error_code: 'upstream_unreachable', cause: expect.stringContaining('ECONNREFUSED') as unknown as string })
     expect(lines[0]).not.toHaveProperty('err')
+    // The access line names the backend that failed: the message text is not where an operator filters.
+    expect(gw.logLines().find((l) => l.msg === 'request completed')).toMatchObject({ status: 502, backend: 'gone' })
+  })
+
+  it('a failed attempt retried on another backend: the 200 access line names the one that answered', async () => {
+    const alive = await cleanups.standIn()
+    const gw = await gateway({
+      retries: 1,
+      balance: 'round_robin',
+      health: { unhealthy_after: 100 },
+      backends: [
+        { url: `http://127.0.0.1:${await deadPort()}`, name: 'gone' },
+        { url: alive.url, name: 'alive' },
+      ],
+    })
+    for (let i = 0; i < 2; i++) expect((await chat(gw)).status).toBe(200)
+    await until(() => gw.logLines().filter((l) => l.msg === 'request completed').length === 2, 'two access lines')
+    expect(gw.logLines().filter((l) => l.msg === 'request completed').map((l) => l.backend)).toEqual(['alive', 'alive'])
   })
 
   it('a queue_timeout 503 writes nothing besides its access line', async () => {
