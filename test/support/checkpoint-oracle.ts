@@ -36,6 +36,8 @@ export function checkpointJudgement(rawSegment: string, query: string): Checkpoi
   if (modelId === '' || modelId === '.' || modelId === '..') return refuse('model_id empty or a dot segment')
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f-\u009f]/.test(modelId)) return refuse('model_id with a control character (C0, DEL or C1)')
+  // README: a decoding proxy or app server in front of the platform API would walk such an id to another path.
+  if (/[/\\%]/.test(modelId)) return refuse('model_id with "/", "\\" or "%" once decoded')
   // README counts characters: code points, so 512 emoji (1024 UTF-16 units) are fine.
   if ([...modelId].length > 512) return refuse('model_id over 512 characters')
   const cautions: Verdict[] = []
