@@ -4,6 +4,7 @@
  * `WWW-Authenticate` challenge of the route's scheme), 403 for a valid
  * principal without the route's scope.
  */
+import { isUtf8 } from 'node:buffer'
 import { GatewayError } from '../errors/gateway-error.js'
 import { parseAuthorization } from './authorization-header.js'
 import type { BearerKeyring } from './bearer.js'
@@ -82,10 +83,20 @@ async function findUser(encoded: string, authenticators: Authenticators): Promis
   return authenticators.basic(decoded.username, decoded.password)
 }
 
-/** `base64(username:password)`; the password may itself contain `:`. */
+/**
+ * `base64(username:password)`; the password may itself contain `:`. The
+ * bytes must be UTF-8 (the charset the challenge names) without control
+ * characters (RFC 7617): decoded leniently, invalid bytes all became U+FFFD
+ * and matched each other, and scrypt's HMAC pads a short key with zeros, so
+ * `pw` followed by NULs passed as `pw`.
+ */
 export function decodeBasic(encoded: string): { username: string; password: string } | null {
   if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) return null
-  const text = Buffer.from(encoded, 'base64').toString('utf8')
+  const bytes = Buffer.from(encoded, 'base64')
+  if (!isUtf8(bytes)) return null
+  const text = bytes.toString('utf8')
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(text)) return null
   const colon = text.indexOf(':')
   if (colon <= 0) return null
   return { username: text.slice(0, colon), password: text.slice(colon + 1) }

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { decodeBasic } from '../../src/auth/authenticate.js'
 import { BasicUserStore, type Derive } from '../../src/auth/basic.js'
 import { deriveScrypt, formatScryptHash, hashPassword } from '../../src/auth/scrypt-hash.js'
 import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/object-store-stand-in.js'
@@ -86,6 +87,12 @@ describe('Basic credentials on /obj/read', () => {
     expect((JSON.parse(answer.text) as { obj: { object_id: string } }).obj.object_id).toBe('config')
     expect(store.received.length).toBe(before + 1)
     expect(store.received.at(-1)?.headers.authorization).toBe(STORE_AUTHORIZATION)
+  })
+
+  it('the right password with NULs after it is 401, and nothing is forwarded (scrypt alone would take it)', async () => {
+    const before = store.received.length
+    for (const suffix of ['\u0000', '\u0000\u0000\u0000']) expect((await readObject(basic(`${ALICE.username}:${ALICE.password}${suffix}`))).status).toBe(401)
+    expect(store.received.length).toBe(before)
   })
 
   it('a password containing ":" works (only the first colon separates)', async () => {
@@ -244,5 +251,22 @@ describe('BasicUserStore.verify', () => {
 
   it('refuses a malformed stored hash at construction', () => {
     expect(() => new BasicUserStore([{ username: 'eve', password_scrypt: 'scrypt$3$8$1$c2FsdA==$aGFzaA==', scopes: ['objects'] }])).toThrow(/eve/)
+  })
+})
+
+describe('decodeBasic', () => {
+  const encode = (bytes: Buffer | string) => Buffer.from(bytes).toString('base64')
+
+  it('reads user and password, the password with colons and non-ASCII letters', () => {
+    expect(decodeBasic(encode('zoë:pä:ss'))).toEqual({ username: 'zoë', password: 'pä:ss' })
+  })
+
+  it('refuses control characters: "pw" and "pw" + NUL would derive the same scrypt key', () => {
+    for (const text of ['alice:pw\u0000', 'alice:pw\u0000\u0000', 'al\u0000ice:pw', 'alice:p\tw', 'alice:pw\u007f']) expect(decodeBasic(encode(text)), JSON.stringify(text)).toBeNull()
+  })
+
+  it('refuses bytes that are not UTF-8, which a lenient decoding turned into the same U+FFFD', () => {
+    expect(decodeBasic(encode(Buffer.concat([Buffer.from('alice:'), Buffer.from([0xff, 0xfe])])))).toBeNull()
+    expect(decodeBasic(encode(Buffer.concat([Buffer.from('alice:'), Buffer.from([0xc3, 0x28])])))).toBeNull()
   })
 })
