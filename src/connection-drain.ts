@@ -13,8 +13,11 @@ export interface ConnectionDrain {
   drain(): void
   /** Client connections currently open. */
   open(): number
-  /** Whether a response has started on this connection and not finished (nothing else may be written to it then). */
-  responding(socket: Socket): boolean
+  /**
+   * The parser lost its place after requests it had read whole: they are
+   * still answered, then the connection closes, and nothing after them is read.
+   */
+  closeAfterAnswers(socket: Socket): void
   /** Whether a request on this connection is still being answered. */
   busy(socket: Socket): boolean
   /** Every response in progress, on every connection. */
@@ -24,11 +27,16 @@ export interface ConnectionDrain {
 export function trackConnections(server: Server): ConnectionDrain {
   /** The responses in progress on each open connection. */
   const active = new Map<Socket, Set<ServerResponse>>()
+  /** Connections to close once their responses are done (closeAfterAnswers). */
+  const closing = new Set<Socket>()
   let draining = false
 
   server.on('connection', (socket: Socket) => {
     active.set(socket, new Set())
-    socket.once('close', () => active.delete(socket))
+    socket.once('close', () => {
+      active.delete(socket)
+      closing.delete(socket)
+    })
   })
   server.on('request', (request, response) => {
     const socket = request.socket
@@ -41,13 +49,21 @@ export function trackConnections(server: Server): ConnectionDrain {
       // it is gone from the map then, and nothing may keep it (a socket put
       // back once leaked every aborted request, response and upstream body).
       responses?.delete(response)
-      if (draining && active.has(socket) && responses?.size === 0) socket.end()
+      if ((draining || closing.has(socket)) && active.has(socket) && responses?.size === 0) socket.end()
     })
   })
 
   return {
     open: () => active.size,
-    responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
+    closeAfterAnswers(socket) {
+      const responses = active.get(socket)
+      if (responses === undefined || responses.size === 0) {
+        socket.destroy()
+        return
+      }
+      closing.add(socket)
+      for (const response of responses) if (!response.headersSent) response.setHeader('connection', 'close')
+    },
     busy: (socket) => (active.get(socket)?.size ?? 0) > 0,
     inProgress: () => [...active.values()].flatMap((responses) => [...responses]),
     drain() {

@@ -11,7 +11,7 @@ import type { Logger } from 'pino'
 import { holdContinue } from './auth/expect-continue.js'
 import { trackConnections, type ConnectionDrain } from './connection-drain.js'
 import type { GatewayError } from './errors/gateway-error.js'
-import { answerConnect, answerParserError } from './errors/parser-refusal.js'
+import { answerConnect, answerParserError, clientGone } from './errors/parser-refusal.js'
 import type { Metrics } from './metrics/registry.js'
 
 export interface PublicListener {
@@ -33,7 +33,14 @@ export function createPublicListener(handle: (request: IncomingMessage, response
     logger.info({ route: 'unknown', ...fields, status: refusal.status, error_code: refusal.code }, message)
   }
   server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
-    recordRefusal(answerParserError(error, socket, connections.responding(socket)), {}, 'request refused by the HTTP parser')
+    // Bad bytes after a request read whole: that request may be at a backend already. It
+    // is answered (a refusal now would read as its answer), then the connection closes.
+    if (connections.busy(socket) && !clientGone(error) && socket.writable) {
+      connections.closeAfterAnswers(socket)
+      logger.info({ route: 'unknown', error_code: 'malformed_http' }, 'bytes after a request refused by the HTTP parser: the connection closes once it is answered')
+      return
+    }
+    recordRefusal(answerParserError(error, socket), {}, 'request refused by the HTTP parser')
   })
   server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     recordRefusal(answerConnect(socket, connections.busy(socket)), { method: 'CONNECT' }, 'CONNECT refused')

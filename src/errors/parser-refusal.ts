@@ -29,13 +29,14 @@ export function parserRefusal(error: Error & { code?: string; reason?: unknown }
   }
 }
 
-/**
- * Writes the refusal and closes the connection. A connection the client
- * reset, or one with a response in progress (whose bytes a refusal would
- * corrupt), is just closed.
- */
-export function answerParserError(error: Error & { code?: string }, socket: Duplex, responding: boolean): GatewayError | null {
-  if (error.code === undefined || CLIENT_GONE.has(error.code) || !socket.writable || responding) {
+/** The client reset the connection or closed it mid-request: nobody to answer. */
+export function clientGone(error: Error & { code?: string }): boolean {
+  return error.code === undefined || CLIENT_GONE.has(error.code)
+}
+
+/** Writes the refusal and closes the connection; one the client reset is just closed. */
+export function answerParserError(error: Error & { code?: string }, socket: Duplex): GatewayError | null {
+  if (clientGone(error) || !socket.writable) {
     socket.destroy()
     return null
   }

@@ -20,8 +20,9 @@ describe('parserRefusal', () => {
 
 describe('a request the HTTP parser refuses, through a gateway', () => {
   let gw: TestGateway
+  const key = makeKey('k', ['chat'])
   beforeAll(async () => {
-    gw = await startTestGateway({ auth: { keys: [makeKey('k', ['chat']).entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
   })
   afterAll(() => gw.shutdown())
 
@@ -75,6 +76,20 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
   it('a CONNECT behind an unanswered request is not answered for it: no 404 that would read as the first answer', async () => {
     const exchange = await rawExchange(gw.url, 'GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\nCONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')
     expect(exchange.responses.map((response) => response.status)).not.toContain(404)
+  })
+
+  // Regression (security audit): the refusal was written while the request was still being
+  // answered, so the client got 400 for a request the gateway had already sent to a backend.
+  it.each([
+    ['Connection: close', 'Connection: close\r\n'],
+    ['keep-alive', ''],
+  ])('bad bytes after a whole request (%s): that request gets its own answer, then the connection closes', async (_name, connection) => {
+    const request = `GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\n${connection}\r\n`
+    const exchange = await rawExchange(gw.url, `${request}X`)
+    expect(exchange.responses.map((response) => response.status)).toEqual([200])
+    expect(JSON.parse(exchange.responses[0]!.body.toString('utf8'))).toMatchObject({ object: 'list' })
+    expect(exchange.responses[0]!.headers.connection).toBe('close')
+    expect(exchange.closed).toBe(true)
   })
 
   it('a client that resets the connection mid-request gets nothing and costs nothing', async () => {
