@@ -13,6 +13,10 @@ export interface ConnectionDrain {
   drain(): void
   /** Client connections currently open. */
   open(): number
+  /** Whether a response has started on this connection and not finished (nothing else may be written to it then). */
+  responding(socket: Socket): boolean
+  /** Whether requests on this connection are being answered and every one of them was read whole. */
+  answeringWholeRequests(socket: Socket): boolean
   /**
    * The parser lost its place after requests it had read whole: they are
    * still answered, then the connection closes, and nothing after them is read.
@@ -55,6 +59,11 @@ export function trackConnections(server: Server): ConnectionDrain {
 
   return {
     open: () => active.size,
+    responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
+    answeringWholeRequests(socket) {
+      const responses = active.get(socket)
+      return responses !== undefined && responses.size > 0 && [...responses].every((response) => response.req.complete)
+    },
     closeAfterAnswers(socket) {
       const responses = active.get(socket)
       if (responses === undefined || responses.size === 0) {

@@ -35,12 +35,12 @@ export function createPublicListener(handle: (request: IncomingMessage, response
   server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
     // Bad bytes after a request read whole: that request may be at a backend already. It
     // is answered (a refusal now would read as its answer), then the connection closes.
-    if (connections.busy(socket) && !clientGone(error) && socket.writable) {
+    if (connections.answeringWholeRequests(socket) && !clientGone(error) && socket.writable) {
       connections.closeAfterAnswers(socket)
       logger.info({ route: 'unknown', error_code: 'malformed_http' }, 'bytes after a request refused by the HTTP parser: the connection closes once it is answered')
       return
     }
-    recordRefusal(answerParserError(error, socket), {}, 'request refused by the HTTP parser')
+    recordRefusal(answerParserError(error, socket, connections.responding(socket)), {}, 'request refused by the HTTP parser')
   })
   server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     recordRefusal(answerConnect(socket, connections.busy(socket)), { method: 'CONNECT' }, 'CONNECT refused')

@@ -34,9 +34,13 @@ export function clientGone(error: Error & { code?: string }): boolean {
   return error.code === undefined || CLIENT_GONE.has(error.code)
 }
 
-/** Writes the refusal and closes the connection; one the client reset is just closed. */
-export function answerParserError(error: Error & { code?: string }, socket: Duplex): GatewayError | null {
-  if (clientGone(error) || !socket.writable) {
+/**
+ * Writes the refusal and closes the connection. A connection the client
+ * reset, or one with a response in progress (whose bytes a refusal would
+ * corrupt), is just closed.
+ */
+export function answerParserError(error: Error & { code?: string }, socket: Duplex, responding: boolean): GatewayError | null {
+  if (clientGone(error) || !socket.writable || responding) {
     socket.destroy()
     return null
   }
