@@ -15,13 +15,13 @@ export interface ConnectionDrain {
   open(): number
   /** Whether a response has started on this connection and not finished (nothing else may be written to it then). */
   responding(socket: Socket): boolean
-  /** Whether requests on this connection are being answered and every one of them was read whole. */
-  answeringWholeRequests(socket: Socket): boolean
   /**
-   * The parser lost its place after requests it had read whole: they are
-   * still answered, then the connection closes, and nothing after them is read.
+   * The parser lost its place: when every request in progress on the
+   * connection was read whole, they are still answered, then the connection
+   * closes (nothing after them is read), and this returns true; otherwise
+   * nothing changes and it returns false.
    */
-  closeAfterAnswers(socket: Socket): void
+  closeAfterWholeRequests(socket: Socket): boolean
   /** Whether a request on this connection is still being answered. */
   busy(socket: Socket): boolean
   /** Every response in progress, on every connection. */
@@ -31,7 +31,7 @@ export interface ConnectionDrain {
 export function trackConnections(server: Server): ConnectionDrain {
   /** The responses in progress on each open connection. */
   const active = new Map<Socket, Set<ServerResponse>>()
-  /** Connections to close once their responses are done (closeAfterAnswers). */
+  /** Connections to close once their responses are done (closeAfterWholeRequests). */
   const closing = new Set<Socket>()
   let draining = false
 
@@ -60,18 +60,12 @@ export function trackConnections(server: Server): ConnectionDrain {
   return {
     open: () => active.size,
     responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
-    answeringWholeRequests(socket) {
+    closeAfterWholeRequests(socket) {
       const responses = active.get(socket)
-      return responses !== undefined && responses.size > 0 && [...responses].every((response) => response.req.complete)
-    },
-    closeAfterAnswers(socket) {
-      const responses = active.get(socket)
-      if (responses === undefined || responses.size === 0) {
-        socket.destroy()
-        return
-      }
+      if (responses === undefined || responses.size === 0 || ![...responses].every((response) => response.req.complete)) return false
       closing.add(socket)
       for (const response of responses) if (!response.headersSent) response.setHeader('connection', 'close')
+      return true
     },
     busy: (socket) => (active.get(socket)?.size ?? 0) > 0,
     inProgress: () => [...active.values()].flatMap((responses) => [...responses]),

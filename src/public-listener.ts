@@ -35,8 +35,7 @@ export function createPublicListener(handle: (request: IncomingMessage, response
   server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
     // Bad bytes after a request read whole: that request may be at a backend already. It
     // is answered (a refusal now would read as its answer), then the connection closes.
-    if (connections.answeringWholeRequests(socket) && !clientGone(error) && socket.writable) {
-      connections.closeAfterAnswers(socket)
+    if (!clientGone(error) && socket.writable && connections.closeAfterWholeRequests(socket)) {
       logger.info({ route: 'unknown', error_code: 'malformed_http' }, 'bytes after a request refused by the HTTP parser: the connection closes once it is answered')
       return
     }

@@ -17,7 +17,7 @@ export function redactedRedisUrl(url: string): string {
   }
 }
 
-/** The passwords a Redis URL carries, as written and decoded, to scrub from error text. */
+/** The passwords a Redis URL carries, to scrub from error text: the userinfo's as written and decoded, the query's (decoded already). */
 export function redisUrlSecrets(url: string): string[] {
   let parsed: URL
   try {
@@ -25,9 +25,8 @@ export function redisUrlSecrets(url: string): string[] {
   } catch {
     return []
   }
-  const written = [parsed.password, ...parsed.searchParams.getAll('password')].filter((secret) => secret !== '')
-  const decoded = written.map((secret) => safeDecode(secret))
-  return [...new Set([...written, ...decoded])].filter((secret) => secret !== '')
+  const secrets = [parsed.password, safeDecode(parsed.password), ...parsed.searchParams.getAll('password')]
+  return [...new Set(secrets)].filter((secret) => secret !== '')
 }
 
 export interface LoggableError {
@@ -42,7 +41,7 @@ export function loggableRedisError(error: unknown, secrets: readonly string[]): 
   return { type: name, message: scrubbed(message, secrets), ...(typeof code === 'string' ? { code } : {}) }
 }
 
-export function scrubbed(text: string, secrets: readonly string[]): string {
+function scrubbed(text: string, secrets: readonly string[]): string {
   let out = text
   for (const secret of secrets) out = out.split(secret).join('***')
   return out
