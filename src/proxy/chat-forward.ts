@@ -41,6 +41,14 @@ export interface ChatForward {
   readonly client: ClientDeparture
 }
 
+/**
+ * How long a backend may take to end its stream once it sent `[DONE]`. Its
+ * last chunk normally follows at once (often in a later packet, so aborting
+ * at [DONE] would cost the pooled connection); one that never comes is the
+ * backend's fault, and its connection is closed rather than kept to idle_ms.
+ */
+const AFTER_DONE_GRACE_MS = 1000
+
 export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward): Promise<FastifyReply> {
   const { client } = job
   let call: UpstreamCall | null = null
@@ -145,22 +153,33 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   const usage = () => relay.usage ?? estimatedStreamUsage(job.messages, relay.events)
   // Ahead of the access log's listener (access-log.ts), so a cut stream's line carries the tokens charged.
   res.prependListener('close', () => settle(usage()))
+  let lingering: NodeJS.Timeout | undefined
   answer.call.consume({
     data: (chunk) => {
+      // The answer is whole and sent; bytes after [DONE] are nobody's.
+      if (res.writableEnded) return true
       const { out, firstContent } = relay.push(chunk)
       if (firstContent) {
         request.facts.ttftMs = reply.elapsedTime
         ctx.metrics.timeToFirstToken.observe({ model }, reply.elapsedTime / 1000)
       }
-      return out === null || res.write(out)
+      if (!relay.complete) return out === null || res.write(out)
+      // [DONE]: the client's answer ends now, whether or not the backend ends its own.
+      res.end(out ?? undefined)
+      lingering = setTimeout(letGoOfLingering, AFTER_DONE_GRACE_MS)
+      return true
     },
     end: () => {
+      clearTimeout(lingering)
+      if (res.writableEnded) return
       settle(usage())
       const rest = relay.end()
       if (relay.complete) res.end(rest ?? undefined)
       else breakOff(brokenAnswerError('bad_response', `backend "${answer.backend.name}"`, undefined), 'backend ended its stream without [DONE]')
     },
     error: (error) => {
+      clearTimeout(lingering)
+      if (res.writableEnded) return
       settle(usage())
       const cutOff = job.client.cutOffBy
       if (answer.call.aborted && cutOff === null) return
@@ -168,6 +187,11 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
       else breakOff(brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error), 'backend failed mid-stream', error)
     },
   })
+  /** A backend still holding its stream open well after [DONE] would hold a pooled connection until idle_ms. */
+  function letGoOfLingering(): void {
+    request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name }, 'backend kept its stream open after [DONE]; closed')
+    answer.call.abort(new Error('The backend kept its stream open after [DONE].'))
+  }
   /** Closes the client's stream with the error event and [DONE]; the backend's fault (`why` given) is counted and logged. */
   function breakOff(failure: GatewayError, why?: string, error?: unknown): void {
     if (why !== undefined) {

@@ -253,6 +253,38 @@ describe('a backend that dies mid-stream', () => {
   })
 })
 
+describe('a backend that sends [DONE] and then keeps its stream open', () => {
+  // Regression: the client's stream stayed open until idle_ms (60 s) with the
+  // backend's, and then got an error event after its [DONE], counted as a
+  // mid_stream failure of a backend whose answer was whole.
+  it.each([
+    { name: 'in one chunk', writes: [`${FIRST_EVENT}data: [DONE]\n\n`] },
+    { name: '[DONE] in a chunk of its own', writes: [FIRST_EVENT, 'data: [DONE]\n\n'] },
+  ])('$name: the client gets the whole stream at once, the slot is free, the backend is let go of; no upstream error', async ({ writes }) => {
+    let backendClosed!: Promise<unknown>
+    let backendEnded = false
+    const b = await backend((res) => {
+      backendClosed = once(res, 'close')
+      res.on('finish', () => (backendEnded = true))
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const next = (at: number): void => void (at < writes.length && res.write(writes[at]!, () => next(at + 1)))
+      next(0)
+    })
+    const gw = await gateway(b.url)
+
+    const raw = await post(gw, { stream: true })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(`${FIRST_EVENT}data: [DONE]\n\n`)
+    expect(backendEnded).toBe(false)
+    await expectSlotFree(gw, b)
+    await backendClosed
+    expect(backendEnded).toBe(false)
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm' })).toBe(0)
+    expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '200' })).toBe(2)
+  })
+})
+
 describe('a client that leaves while its slow reading holds the backend back', () => {
   it('the upstream request is aborted, the slot freed, and the request logged as 499 (no upstream error)', async () => {
     const event = `data: ${contentChunk('x'.repeat(4000), false)}\n\n`
