@@ -1,7 +1,7 @@
 /**
  * The gateway's public node:http server: every request goes to `handle`
  * (the serving generation). What is refused before any route can run (bytes
- * Node's parser rejects, a CONNECT) is answered in the DESIGN.md shape,
+ * Node's parser rejects, a CONNECT, an Expect other than 100-continue) is answered in the DESIGN.md shape,
  * counted and logged here; "100 Continue" waits for the credentials
  * (auth/expect-continue.ts). Listening is the caller's.
  */
@@ -11,7 +11,7 @@ import type { Logger } from 'pino'
 import { holdContinue } from './auth/expect-continue.js'
 import { trackConnections, type ConnectionDrain } from './connection-drain.js'
 import type { GatewayError } from './errors/gateway-error.js'
-import { answerConnect, answerParserError, clientGone } from './errors/parser-refusal.js'
+import { answerConnect, answerExpectation, answerParserError, clientGone } from './errors/parser-refusal.js'
 import type { Metrics } from './metrics/registry.js'
 
 export interface PublicListener {
@@ -40,6 +40,9 @@ export function createPublicListener(handle: (request: IncomingMessage, response
       return
     }
     recordRefusal(answerParserError(error, socket, connections.responding(socket)), {}, 'request refused by the HTTP parser')
+  })
+  server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+    recordRefusal(answerExpectation(response), {}, 'unsupported Expect header refused')
   })
   server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     recordRefusal(answerConnect(socket, connections.busy(socket)), { method: 'CONNECT' }, 'CONNECT refused')

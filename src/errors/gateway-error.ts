@@ -36,6 +36,7 @@ export const ERROR_KINDS = {
   malformed_http: { status: 400, type: 'invalid_request_error' },
   request_timeout: { status: 408, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
+  expectation_failed: { status: 417, type: 'invalid_request_error' },
   missing_credentials: { status: 401, type: 'authentication_error' },
   invalid_credentials: { status: 401, type: 'authentication_error' },
   wrong_auth_scheme: { status: 401, type: 'authentication_error' },

@@ -7,7 +7,7 @@
  * connection is closed after it: once the parser is lost, where the next
  * request would start cannot be known (request smuggling).
  */
-import { STATUS_CODES } from 'node:http'
+import { STATUS_CODES, type ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { GatewayError } from './gateway-error.js'
 
@@ -64,6 +64,19 @@ export function answerConnect(socket: Duplex, busy: boolean): GatewayError | nul
   }
   const refusal = new GatewayError('not_found', 'CONNECT is not served here: this gateway is not a forward proxy.')
   writeRefusal(socket, refusal)
+  return refusal
+}
+
+/**
+ * An `Expect` other than 100-continue (node:http's 'checkExpectation'
+ * event, which no route sees): Node's own answer is a bare 417. This one
+ * says what to change; the connection closes, as the client may still send
+ * the body it announced.
+ */
+export function answerExpectation(response: ServerResponse): GatewayError {
+  const refusal = new GatewayError('expectation_failed', 'Only "Expect: 100-continue" is understood here: send the request without this Expect header.')
+  const body = JSON.stringify(refusal.toBody())
+  response.writeHead(refusal.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body)
   return refusal
 }
 

@@ -50,6 +50,17 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
     expect(exchange.closed).toBe(true)
   })
 
+  // Regression: Node answered a bare 417, no body, and kept the connection open for the body the client held back.
+  it('an Expect other than 100-continue is 417 in the DESIGN.md shape, its connection closed, counted', async () => {
+    const before = await requestsRefused(417)
+    const exchange = await rawExchange(gw.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n`)
+    expect(exchange.responses.map((response) => response.status)).toEqual([417])
+    expect(expectErrorBody(exchange.responses[0]!)).toMatchObject({ type: 'invalid_request_error', code: 'expectation_failed', param: null })
+    expect(exchange.responses[0]!.headers.connection).toBe('close')
+    expect(exchange.closed).toBe(true)
+    expect(await requestsRefused(417)).toBe(before + 1)
+  })
+
   it('a CONNECT gets the unknown-route answer (404 in the DESIGN.md shape), the connection closed, counted', async () => {
     const before = await requestsRefused(404)
     const exchange = await rawExchange(gw.url, 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n')
