@@ -51,8 +51,19 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
   if (!validate(data)) issues.push(...issuesBesides(unset, toIssues(validate.errors)))
   // Cross-key checks run on whatever parsed, so one run reports everything.
   issues.push(...issuesBesides(unset, crossCheck(data)))
-  if (issues.length > 0) return { ok: false, issues }
+  // A value the schema refuses may fail a cross-key rule the same way (password_scrypt's form): say it once.
+  if (issues.length > 0) return { ok: false, issues: distinct(issues) }
   return resolveConfig(data as RawGatewayConfig)
+}
+
+function distinct(issues: readonly ValidationIssue[]): ValidationIssue[] {
+  const seen = new Set<string>()
+  return issues.filter((issue) => {
+    const key = `${issue.path}\n${issue.message}`
+    if (seen.has(key)) return false
+    seen.add(key)
+    return true
+  })
 }
 
 /**

@@ -41,6 +41,8 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   models.forEach((model, i) => {
     const backends = records(model.backends)
     reportDuplicates(backends.map((b) => b.name ?? b.url), `models.${i}.backends`, 'name', issues)
+    // Listed twice, one server would be sent twice max_concurrency_per_backend.
+    reportDuplicates(backends.map((b) => serverOf(b.url)), `models.${i}.backends`, 'url', issues, ': the same server listed twice gets twice max_concurrency_per_backend (use weight to favour it)')
   })
   reportDuplicates(keys.map((k) => k.id), 'auth.keys', 'id', issues)
   reportDuplicates(keys.map((k) => (typeof k.token_sha256 === 'string' ? k.token_sha256.toLowerCase() : undefined)), 'auth.keys', 'token_sha256', issues)
@@ -111,12 +113,19 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
   return issues
 }
 
-function reportDuplicates(values: readonly unknown[], listPath: string, member: string, issues: ValidationIssue[]): void {
+/** A backend URL as the server it names: `http://H:1/` and `http://h:1` are one. */
+function serverOf(url: unknown): string | undefined {
+  if (typeof url !== 'string' || !URL.canParse(url)) return undefined
+  const parsed = new URL(url)
+  return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`
+}
+
+function reportDuplicates(values: readonly unknown[], listPath: string, member: string, issues: ValidationIssue[], why = ''): void {
   const firstIndex = new Map<unknown, number>()
   values.forEach((value, i) => {
     if (value === undefined) return
     const first = firstIndex.get(value)
     if (first === undefined) firstIndex.set(value, i)
-    else issues.push({ path: `${listPath}.${i}.${member}`, message: `duplicates ${listPath}.${first}.${member}` })
+    else issues.push({ path: `${listPath}.${i}.${member}`, message: `duplicates ${listPath}.${first}.${member}${why}` })
   })
 }

@@ -255,7 +255,28 @@ models:
       - { url: "http://a:1" }
       - { url: "http://a:1" }
 `)
-    expect(paths(found)).toEqual(['models.0.backends.1.name'])
+    expect(paths(found)).toEqual(['models.0.backends.1.name', 'models.0.backends.1.url'])
+  })
+
+  // Regression: accepted, and the one server then got twice max_concurrency_per_backend.
+  it('reports one server listed twice in a model under two names, however its URL is spelled', () => {
+    const found = issues(`models:
+  - name: m
+    backends:
+      - { url: "http://gpu-a:8000", name: a }
+      - { url: "http://b:1", name: b }
+      - { url: "http://GPU-A:8000/", name: a2 }
+`)
+    expect(found).toEqual([{ path: 'models.0.backends.2.url', message: expect.stringContaining('duplicates models.0.backends.0.url') }])
+    expect(found[0]!.message).toContain('max_concurrency_per_backend')
+  })
+
+  it('accepts one server behind two models, and two path prefixes on one host', () => {
+    const config = ok(`models:
+  - { name: m1, backends: [{ url: "http://gpu-a:8000" }] }
+  - { name: m2, backends: [{ url: "http://gpu-a:8000" }, { url: "http://gpu-a:8000/v2" }] }
+`)
+    expect(config.models[1]!.backends.map((b) => b.name)).toEqual(['http://gpu-a:8000', 'http://gpu-a:8000/v2'])
   })
 
   it('reports a default_model that names no model, listing the models', () => {
@@ -552,6 +573,11 @@ describe('parseConfig: password_scrypt cost', () => {
     const found = issues(user(`scrypt$${N}$${r}$${p}$${salt}$${hash}`))
     expect(paths(found)).toEqual(['auth.users.0.password_scrypt'])
     expect(found[0]!.message).toContain('N·r·p must be at most')
+  })
+
+  // Regression: the schema's pattern and the hash parser both said so, and `check` printed the line twice.
+  it('a hash of the wrong form is reported once', () => {
+    expect(issues(user('nonsense'))).toEqual([{ path: 'auth.users.0.password_scrypt', message: expect.stringContaining('scrypt$N$r$p$salt$hash') }])
   })
 
   it.each([

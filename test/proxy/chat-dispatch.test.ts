@@ -42,7 +42,7 @@ describe('dispatchChat, a 503 whose retry cannot be admitted', () => {
       response.write('{"error":')
     })
     const url = await listenForTest(backend, cleanups)
-    const config = configFrom({ models: [{ name: 'm', retries: 1, backends: [{ url, name: 'b0' }, { url, name: 'b1' }] }] })
+    const config = configFrom({ models: [{ name: 'm', retries: 1, backends: [{ url: `${url}/b0`, name: 'b0' }, { url: `${url}/b1`, name: 'b1' }] }] })
     const route = new ModelRoute(config.models[0]!)
     cleanups.push(() => route.close())
     let releases = 0

@@ -67,7 +67,8 @@ describe('many backends probed at once', () => {
       req.resume()
     })
     const url = await listenForTest(hung, cleanups)
-    const backends = Array.from({ length: 12 }, (_, i) => ({ url, name: `b${i}` }))
+    // One server behind 12 path prefixes (the config refuses one URL listed twice).
+    const backends = Array.from({ length: 12 }, (_, i) => ({ url: `${url}/b${i}`, name: `b${i}` }))
     const gw = await startTestGateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends }] })
     // Every backend's health check and /metrics read are in flight together.
     await until(() => probes.length >= 24, 'all 24 probes in flight')
