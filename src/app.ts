@@ -89,12 +89,18 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       done(new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.'))
       return
     }
-    // Routes without credentials to check (service routes, unknown paths) say "100 Continue" at once.
-    if (request.facts.route === 'service' || request.facts.route === 'unknown') sendContinue(request.headers, reply.raw, ctx.config.server.body_limit_bytes)
+    // Answered before the body is read: nothing would use it (a JSON body up to the limit was parsed for a 404).
+    if (request.facts.route === 'unknown') {
+      done(notFound(request))
+      return
+    }
+    // Routes without credentials to check say "100 Continue" at once.
+    if (request.facts.route === 'service') sendContinue(request.headers, reply.raw, ctx.config.server.body_limit_bytes)
     done()
   })
   registerJsonBodyParser(app)
   app.setErrorHandler(errorHandler)
+  // The onRequest hook answers unknown paths first; this keeps fastify's own 404 body out should one get past it.
   app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(request)))
 
   registerServiceRoutes(app, ctx)

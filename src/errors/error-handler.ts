@@ -41,7 +41,21 @@ function messageFor(code: ErrorCode, error: Error): string {
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.facts.errorCode = error.code
+  if (!request.raw.complete && !discardable(request.headers)) reply.header('connection', 'close')
   return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
+}
+
+/** The most of an unread body Node is left to read and throw away to keep the connection (about Go's net/http's 256 KiB). */
+const DISCARDED_BODY_MAX_BYTES = 64 * 1024
+
+/**
+ * Whether the body of a request answered before it was read (401, 404: no
+ * route reads it) may be left to Node, which reads it to its end to keep the
+ * connection, past any body limit: only when it was announced small. A long
+ * or chunked one closes the connection instead.
+ */
+function discardable(headers: FastifyRequest['headers']): boolean {
+  return headers['transfer-encoding'] === undefined && Number(headers['content-length'] ?? 0) <= DISCARDED_BODY_MAX_BYTES
 }
 
 /**
