@@ -28,6 +28,7 @@ async function main(): Promise<number> {
 
   const config = await loadConfigFile(configFile, process.env)
   const logger = createLogger(config.log.level, asyncStdout())
+  logNodeWarnings(logger)
   // A SIGHUP with no listener would kill the process: listen before anything
   // is announced, and ignore reloads until the gateway is up.
   let gateway: RunningGateway | null = null
@@ -64,6 +65,19 @@ async function main(): Promise<number> {
   process.on('SIGINT', stop)
   logger.info({ url: running.url, metrics_url: running.metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
   return -1
+}
+
+/**
+ * Node's own warnings (a deprecation, an insecure TLS setting) as log lines
+ * rather than plain text on stderr, where a log pipeline reading JSON loses
+ * them. Only in place of Node's printer: `--no-warnings` still silences them.
+ */
+function logNodeWarnings(logger: Logger): void {
+  if (process.listenerCount('warning') === 0) return
+  process.removeAllListeners('warning')
+  process.on('warning', (warning: Error & { code?: string }) => {
+    logger.warn({ warning: { name: warning.name, code: warning.code ?? null, message: warning.message } }, 'Node.js warning')
+  })
 }
 
 /** SIGHUP: a valid new config serves new requests; an invalid one is logged and the old one keeps serving. */

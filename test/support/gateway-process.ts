@@ -18,6 +18,8 @@ export interface GatewayProcess {
   exited(): Promise<number | null>
   /** Resolves when stdout has ended: every line the process wrote has been read. */
   outputEnded(): Promise<void>
+  /** What the process wrote to stderr so far. */
+  stderr(): string
 }
 
 export async function startGatewayProcess(configFile: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
@@ -55,5 +57,5 @@ export async function startGatewayProcess(configFile: string, env: Record<string
       throw new Error(`gateway exited with ${code} before listening: ${stderr}`)
     }),
   ])
-  return { url: String(ready.url), child, lines, waitForLine, exited: () => exit, outputEnded: () => outputEnd }
+  return { url: String(ready.url), child, lines, waitForLine, exited: () => exit, outputEnded: () => outputEnd, stderr: () => stderr }
 }
