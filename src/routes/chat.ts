@@ -27,6 +27,9 @@ export function registerChatRoutes(app: FastifyInstance, ctx: GatewayContext): v
   })
 }
 
+/** The error code of each kind of rule violation (chat-rules.ts); one without a kind is two members in conflict. */
+const VIOLATION_CODES = { missing: 'missing_field', invalid: 'invalid_value', conflict: 'conflicting_fields' } as const
+
 async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const body = checkChatBody(request.body) as ChatCompletionBody
   const wide = findWideIntegerViolation(request.rawBody, body)
@@ -36,8 +39,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
 
   const violation = findRuleViolation(body, route.settings)
   if (violation) {
-    const code = violation.kind === 'missing' ? 'missing_field' : violation.kind === 'invalid' ? 'invalid_value' : 'conflicting_fields'
-    throw new GatewayError(code, `${violation.param} ${violation.message}.`, { param: violation.param })
+    throw new GatewayError(VIOLATION_CODES[violation.kind ?? 'conflict'], `${violation.param} ${violation.message}.`, { param: violation.param })
   }
 
   const requestId = resolveRequestId(request, body)

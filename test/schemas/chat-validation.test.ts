@@ -252,6 +252,14 @@ describe('chat validation: refused with 400, never forwarded', () => {
     expect(error.message).toContain('prio')
   })
 
+  it.each([
+    ['conflicting_fields', on({ top_logprobs: 2 }), 'top_logprobs'],
+    ['missing_field', messages({ role: 'user' }), 'messages.0.content'],
+    ['invalid_value', on({ cache_salt: '' }), 'cache_salt'],
+  ] as const)('a rule across fields has its own code: %s', async (code, body, param) => {
+    expect((await expectRefused(body, param)).code).toBe(code)
+  })
+
   it('the message says what to change for a cross-field rule', async () => {
     const error = await expectRefused(on({ continue_final_message: true }), 'continue_final_message')
     expect(error.message).toContain('add_generation_prompt')
