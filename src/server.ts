@@ -77,7 +77,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
 
   async function reload(next: GatewayConfig): Promise<void> {
     if (closing !== null) throw new Error('the gateway is shutting down')
-    warnAboutListenerChanges(logger, current.config, next)
+    // Against the settings the listeners were opened with: a reload never moves them.
+    warnAboutListenerChanges(logger, config, next)
     // Set before the new generation is built: the loggers it derives take the level they are made with.
     const previousLevel = logger.level
     logger.level = next.log.level
