@@ -1,10 +1,11 @@
 /**
  * Where the members of a JSON object's top level sit in its bytes: each
- * member's name and the span of its value, and where the closing brace is.
- * Only for text that already parsed as a JSON object (the body parser saw
- * it first), so the scan checks structure only as far as it needs to find
- * its way; a name with an escape in it, or anything unexpected, gives null
- * and the caller serializes instead.
+ * member's name (as JSON.parse reads it, escapes decoded) and the span of its
+ * value, and where the closing brace is. Only for text that already parsed
+ * as a JSON object (the body parser saw it first, past a leading UTF-8 byte
+ * order mark, which is skipped here too), so the scan checks structure only
+ * as far as it needs to find its way; anything unexpected gives null and the
+ * caller serializes instead.
  */
 import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
 
@@ -23,16 +24,16 @@ export interface ObjectLayout {
 }
 
 export function topLevelLayout(raw: Uint8Array): ObjectLayout | null {
-  let i = skipWhitespace(raw, 0)
+  let i = skipWhitespace(raw, startsWithByteOrderMark(raw) ? 3 : 0)
   if (raw[i] !== OPEN_BRACE) return null
   i = skipWhitespace(raw, i + 1)
   const members: MemberSpan[] = []
   if (raw[i] === CLOSE_BRACE) return { members, close: i }
   for (;;) {
     if (raw[i] !== QUOTE) return null
-    const nameEnd = plainNameEnd(raw, i)
+    const nameEnd = stringEnd(raw, i)
     if (nameEnd < 0) return null
-    const name = Buffer.from(raw.buffer, raw.byteOffset + i + 1, nameEnd - i - 2).toString('utf8')
+    const name = memberName(raw, i, nameEnd)
     i = skipWhitespace(raw, nameEnd)
     if (raw[i] !== COLON) return null
     const start = skipWhitespace(raw, i + 1)
@@ -52,13 +53,18 @@ function skipWhitespace(raw: Uint8Array, from: number): number {
   return i
 }
 
-/** Just past a member name without escapes that opens at `from` (a quote), or -1. */
-function plainNameEnd(raw: Uint8Array, from: number): number {
-  for (let i = from + 1; i < raw.length; i++) {
-    if (raw[i] === BACKSLASH) return -1
-    if (raw[i] === QUOTE) return i + 1
-  }
-  return -1
+export function startsWithByteOrderMark(raw: Uint8Array): boolean {
+  return raw.length >= 3 && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf
+}
+
+/**
+ * The name whose quoted text spans `from` to `end`, as every JSON parser
+ * reads it: `"se\u0065d"` is `seed` (found by its plain spelling only, a
+ * check on it was skipped and the backend still read it as `seed`).
+ */
+function memberName(raw: Uint8Array, from: number, end: number): string {
+  const text = Buffer.from(raw.buffer, raw.byteOffset + from + 1, end - from - 2).toString('utf8')
+  return text.includes('\\') ? (JSON.parse(`"${text}"`) as string) : text
 }
 
 /** Just past the string that opens at `from` (a quote), or -1. */

@@ -9,11 +9,11 @@
  * with the members changed, not with the prompt: for a 100-byte body it is
  * what JSON.stringify cost (~11,000 instructions, `npm run bench --
  * instructions`), for a 200 KB one a fifteenth. When the bytes cannot be
- * laid out (a member name with an escape, a changed member the client sent
- * twice, a member removed), the body is serialized instead.
+ * laid out (a changed member the client sent twice, a member removed), the
+ * body is serialized instead.
  */
 import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from '../json/json-bytes.js'
-import { topLevelLayout, type MemberSpan } from '../json/json-object-layout.js'
+import { startsWithByteOrderMark, topLevelLayout, type MemberSpan } from '../json/json-object-layout.js'
 
 type JsonObject = Readonly<Record<string, unknown>>
 
@@ -105,7 +105,7 @@ function jsonText(value: unknown): string {
  * mark; Python's json module refuses one, so it is not passed on.
  */
 function withoutByteOrderMark(raw: Buffer): Buffer {
-  return raw.length >= 3 && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf ? raw.subarray(3) : raw
+  return startsWithByteOrderMark(raw) ? raw.subarray(3) : raw
 }
 
 /** Whether only whitespace lies between the opening brace and the closing one at `close`. */

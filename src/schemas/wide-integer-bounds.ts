@@ -36,8 +36,6 @@ export function findWideIntegerViolation(raw: Uint8Array | null, body: Readonly<
     const value = body[name]
     if (raw === null || typeof value !== 'number' || Math.abs(value) < EXACT_DOUBLE_LIMIT) continue
     layout ??= topLevelLayout(raw)
-    // No layout (a member name written with an escape): the digits cannot be
-    // found, and the schema's check on the double is all there is.
     const digits = layout === null ? null : lastValueText(raw, layout, name)
     if (digits === null || !PLAIN_INTEGER.test(digits)) continue
     const exact = BigInt(digits)

@@ -32,19 +32,25 @@ describe('upstreamChatBody', () => {
     expect(text(upstreamChatBody(raw, sent, { model: 'm', request_id: 'r' }))).toBe(' { "model":"m","request_id":"r"}')
   })
 
+  it('replaces a changed member whose name the client wrote with an escape, keeping its spelling', () => {
+    const escaped = received('{"mod\\u0065l":"a","messages":[]}')
+    const escapedUp = Object.assign({}, escaped.sent, { model: 'served' })
+    expect(upstreamChatBody(escaped.raw, escaped.sent, escapedUp).toString()).toBe('{"mod\\u0065l":"served","messages":[]}')
+  })
+
   it('forwards the bytes themselves when nothing changed', () => {
     const { raw, sent } = received('{"model":"m","request_id":"r"}')
     expect(upstreamChatBody(raw, sent, Object.assign({}, sent))).toBe(raw)
   })
 
-  it('serializes the whole body when a changed member was sent twice, its name is escaped, or a member went', () => {
+  it('serializes the whole body when a changed member was sent twice (also once escaped), or a member went', () => {
     const twice = received('{"model":"a","model":"b","messages":[]}')
     const twiceUp = Object.assign({}, twice.sent, { model: 'served' })
     expect(upstreamChatBody(twice.raw, twice.sent, twiceUp)).toBe(JSON.stringify(twiceUp))
 
-    const escaped = received('{"mod\\u0065l":"a","messages":[]}')
-    const escapedUp = Object.assign({}, escaped.sent, { model: 'served' })
-    expect(upstreamChatBody(escaped.raw, escaped.sent, escapedUp)).toBe(JSON.stringify(escapedUp))
+    const twiceEscaped = received('{"model":"a","mod\\u0065l":"b","messages":[]}')
+    const twiceEscapedUp = Object.assign({}, twiceEscaped.sent, { model: 'served' })
+    expect(upstreamChatBody(twiceEscaped.raw, twiceEscaped.sent, twiceEscapedUp)).toBe(JSON.stringify(twiceEscapedUp))
 
     const removed = received('{"model":"a","extra":1}')
     expect(upstreamChatBody(removed.raw, removed.sent, { model: 'a' })).toBe('{"model":"a"}')
@@ -101,9 +107,20 @@ describe('topLevelLayout', () => {
     expect(layout.close).toBe(raw.length - 3)
   })
 
+  it('names a member written with escapes as JSON.parse does, and skips a leading byte order mark', () => {
+    const escaped = Buffer.from('{"a\\u0062":1,"c\\"d":2}')
+    expect(topLevelLayout(escaped)!.members.map((m) => [m.name, escaped.subarray(m.start, m.end).toString()])).toEqual([
+      ['ab', '1'],
+      ['c"d', '2'],
+    ])
+    const marked = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(' {"seed":7}')])
+    const layout = topLevelLayout(marked)!
+    expect(layout.members.map((m) => [m.name, marked.subarray(m.start, m.end).toString()])).toEqual([['seed', '7']])
+    expect(layout.close).toBe(marked.length - 1)
+  })
+
   it('gives null for what it cannot lay out', () => {
     expect(topLevelLayout(Buffer.from('[1]'))).toBeNull()
-    expect(topLevelLayout(Buffer.from('{"a\\u0062":1}'))).toBeNull()
     expect(topLevelLayout(Buffer.from('{"a":"unterminated}'))).toBeNull()
   })
 })

@@ -364,6 +364,18 @@ describe('chat validation: bounds past 2^53 are checked on the digits sent', () 
     expect(error.message).toContain('9223372036854776000')
   })
 
+  // Regression (audit): a leading byte order mark, or a member name written with an escape, skipped the
+  // check; the body went upstream with the client's own digits, with or without a member changed.
+  it.each([
+    ['a byte order mark, no model sent', '\ufeff{"messages":MESSAGES,"truncate_prompt_tokens":9223372036854776001}', 'truncate_prompt_tokens'],
+    ['a byte order mark, the model rewritten', '\ufeff{"model":"m","messages":MESSAGES,"seed":9223372036854776001}', 'seed'],
+    ['an escaped name, no model sent', '{"messages":MESSAGES,"se\\u0065d":-9223372036854776001}', 'seed'],
+    ['an escaped name, the model rewritten', '{"model":"m","messages":MESSAGES,"truncate_prompt_tok\\u0065ns":9223372036854776001}', 'truncate_prompt_tokens'],
+  ])('%s: refused with 400 all the same', async (_name, template, param) => {
+    const error = await expectRefused(undefined, param, { raw: template.replace('MESSAGES', JSON.stringify(USER)) })
+    expect(error.code).toBe('invalid_value')
+  })
+
   it.each([
     ['seed', '9223372036854776000'],
     ['seed', '-9223372036854776000'],

@@ -40,8 +40,11 @@ describe('findWideIntegerViolation (interface.md bounds past 2^53, checked on th
     expect(check(text)).toEqual({ param: 'seed', message: 'must be <= 9223372036854776000' })
   })
 
-  it('leaves the double as checked when the digits cannot be found (a member name written with an escape)', () => {
-    expect(check('{"se\\u0065d": 9223372036854776001}')).toBeNull()
+  // Regression (audit): both skipped the check, and the client's own digits went upstream as sent.
+  it('finds the digits behind a name written with an escape, and in a body with a byte order mark', () => {
+    expect(check('{"se\\u0065d": 9223372036854776001}')).toEqual({ param: 'seed', message: 'must be <= 9223372036854776000' })
+    const marked = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"truncate_prompt_tokens": 9223372036854776001}')])
+    expect(findWideIntegerViolation(marked, { truncate_prompt_tokens: 9223372036854776000 })).toEqual({ param: 'truncate_prompt_tokens', message: 'must be <= 9223372036854776000' })
   })
 
   it('has nothing to check without the raw bytes', () => {
