@@ -17,7 +17,7 @@ const HOP_BY_HOP = new Set([
   'upgrade',
   // Not in RFC 9110's list, but RFC 9110 §7.6.1 names it as one to remove (old clients send it).
   'proxy-connection',
-  // Recomputed by the gateway for the body it actually sends.
+  // Not hop-by-hop: set by whoever knows the body sent (the chat route recomputes it, a platform answer keeps the upstream's).
   'content-length',
 ])
 

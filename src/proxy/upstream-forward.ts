@@ -1,7 +1,8 @@
 /**
  * Forwards a validated platform request to its upstream and passes the
- * answer back unchanged: status, headers less hop-by-hop ones, and the body
- * streamed as it arrives (an object's value can be large). The one header
+ * answer back unchanged: status, headers less hop-by-hop ones (its
+ * Content-Length kept), and the body streamed as it arrives (an object's
+ * value can be large). The one header
  * the gateway sets itself is `X-Request-Id`: every answer names the
  * gateway's id, as on the chat route.
  */
@@ -36,6 +37,9 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)
+  // The body goes through unchanged, so its length does too (a HEAD answer's is told nowhere else).
+  const length = response.headers['content-length']
+  if (length !== undefined) headers['content-length'] = length
   headers['x-request-id'] = request.facts.requestId
   // The head leaves when fastify starts the body, not with its first byte: a
   // body failing before that byte is then broken off like any other, where

@@ -152,7 +152,7 @@ describe('an upstream status outside 200–599', () => {
 describe('HEAD on the checkpoint listing', () => {
   it('is forwarded as HEAD: the upstream sends no body, the client gets the status and headers', async () => {
     const upstream = await httpUpstream((res, request) => {
-      res.writeHead(200, { 'content-type': 'application/json', 'x-upstream': 'yes' })
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': 1 << 20, 'x-upstream': 'yes' })
       // A GET would get a large body; a HEAD answer carries none.
       res.end(request.method === 'HEAD' ? undefined : 'x'.repeat(1 << 20))
     })
@@ -162,9 +162,35 @@ describe('HEAD on the checkpoint listing', () => {
     const answer = await exactRequest(gw.url, { method: 'HEAD', path: LISTING, headers: { authorization: `Bearer ${key.token}` } })
     expect(answer.status).toBe(200)
     expect(answer.headers['x-upstream']).toBe('yes')
+    // Regression (audit): the length of the body a GET would get was dropped, and a HEAD tells it nowhere else.
+    expect(answer.headers['content-length']).toBe(String(1 << 20))
     expect(answer.body.length).toBe(0)
     await answered.promise
     expect(upstream.received.map((r) => [r.method, r.url])).toEqual([['HEAD', `${LISTING}?limit=20&order=asc`]])
+  })
+})
+
+describe("the upstream's Content-Length", () => {
+  // Regression (audit): dropped as if hop-by-hop, so every platform answer went out chunked.
+  it('is kept on an answer whose body goes through unchanged; a chunked answer stays chunked', async () => {
+    const body = '{"data":[],"has_more":false}'
+    const upstream = await httpUpstream((res, request) => {
+      if (request.method === 'POST') return void res.writeHead(200, { 'content-type': 'application/json' }).end(body)
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+    })
+    const gw = await gatewayFor(upstream.url)
+    const authorization = `Bearer ${key.token}`
+
+    const listed = await exactRequest(gw.url, { method: 'GET', path: LISTING, headers: { authorization } })
+    expect(listed.headers['content-length']).toBe(String(Buffer.byteLength(body)))
+    expect(listed.headers['transfer-encoding']).toBeUndefined()
+    expect(listed.text).toBe(body)
+
+    const job = JSON.stringify({ model_id: '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11', trajectory_groups: [] })
+    const chunked = await exactRequest(gw.url, { method: 'POST', path: '/v1/preview/training-jobs', headers: { authorization, 'content-type': 'application/json' }, body: job })
+    expect(chunked.headers['content-length']).toBeUndefined()
+    expect(chunked.headers['transfer-encoding']).toBe('chunked')
+    expect(chunked.text).toBe(body)
   })
 })
 
