@@ -5,7 +5,7 @@
  * that are not UTF-8 (RFC 8259 §8.1; decoding would repair them, so what was
  * checked would differ from what is forwarded), `__proto__` and
  * `constructor.prototype` keys (secure-json-parse, as fastify's own parser
- * does), nesting deeper than MAX_DEPTH, and numbers beyond the double range.
+ * does; named in the refusal's `param`), nesting deeper than MAX_DEPTH, and numbers beyond the double range.
  * A body with a Content-Encoding other than identity is 415 (RFC 9110
  * §8.4.1): the gateway does not decompress, and a mislabelled plain body
  * would reach an upstream without the label it was sent with.
@@ -15,6 +15,7 @@ import type { FastifyInstance } from 'fastify'
 import secureJson from 'secure-json-parse'
 import { GatewayError } from '../errors/gateway-error.js'
 import { firstNonFiniteNumber, MAX_DEPTH, mayHoldNonFiniteNumber, nestingDepth } from '../json/json-limits.js'
+import { prototypeKeyPath } from '../json/prototype-keys.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -56,7 +57,7 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     try {
       parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
     } catch (error) {
-      done(new InvalidJsonError((error as Error).message), undefined)
+      done(refusalOf(text, error as Error), undefined)
       return
     }
     const huge = mayHoldNonFiniteNumber(text) ? firstNonFiniteNumber(parsed) : null
@@ -67,6 +68,21 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     }
     done(null, parsed)
   })
+}
+
+/**
+ * Why the parser refused the text. Valid JSON with a prototype key is not
+ * "not valid JSON": the refusal names the key, so the client knows what to rename.
+ */
+function refusalOf(text: string, error: Error): Error {
+  let path: string | null = null
+  try {
+    path = prototypeKeyPath(JSON.parse(text))
+  } catch {
+    // Not JSON at all: the parser's own message says where.
+  }
+  if (path === null) return new InvalidJsonError(error.message)
+  return new GatewayError('invalid_value', `${path} is a key this gateway refuses (__proto__, or constructor holding prototype, would pollute prototypes in JavaScript services): rename it.`, { param: path })
 }
 
 /** `identity`, or a list of nothing else (`identity, identity`); case and spaces do not matter. */

@@ -3,7 +3,8 @@
  * query tables of platform.test.ts: the `X-Request-Id` header (400, after
  * the credentials, as on the chat route), the edges of the checkpoint
  * `model_id` (C1 controls, 512 characters counted as code points), the
- * checkpoint query members that are dropped, and Content-Encoding (415). A
+ * checkpoint query members that are dropped, Content-Encoding (415), and
+ * prototype keys in a free-form member (400 naming the key). A
  * gateway on port 0 in front of recording upstreams that answer 200.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -148,6 +149,26 @@ describe('Content-Encoding on the platform bodies', () => {
     expect(expectErrorBody(refused)).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_media_type', param: null })
     const anonymous = await send(call, { 'content-encoding': 'gzip' })
     expect(anonymous.status).toBe(401)
+    expect(upstream.received.length).toBe(before)
+  })
+})
+
+describe('a prototype key in a free-form member of a training job', () => {
+  // Regression (audit): refused as "not valid JSON" with param null, so the client could not tell what to change.
+  it.each([
+    ['metadata.__proto__', { metadata: JSON.parse('{"__proto__": "x"}') as unknown }, 'trajectory_groups.0.trajectories.0.metadata.__proto__'],
+    ['metadata.constructor.prototype', { metadata: { constructor: { prototype: 1 } } }, 'trajectory_groups.0.trajectories.0.metadata.constructor'],
+  ])('%s: 400 invalid_value naming the key, nothing forwarded', async (_name, trajectory, param) => {
+    const before = upstream.received.length
+    const body = JSON.stringify({ model_id: MODEL, trajectory_groups: [{ trajectories: [trajectory] }] })
+    expect(body).toContain(param.split('.').at(-1)!)
+
+    const refused = await exactRequest(gw.url, { method: 'POST', path: '/v1/preview/training-jobs', headers: { authorization: bearer, 'content-type': 'application/json' }, body })
+
+    expect(refused.status).toBe(400)
+    const error = expectErrorBody(refused)
+    expect(error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_value', param })
+    expect(error.message).toContain('rename it')
     expect(upstream.received.length).toBe(before)
   })
 })

@@ -292,8 +292,9 @@ describe('chat validation: refused with 400, never forwarded', () => {
     expect(error.code).toBe(code)
   })
 
-  it('a __proto__ key is refused, not merged', async () => {
-    await expectRefused(undefined, null, { raw: `{"__proto__": {"x": 1}, "model": "m", "messages": ${JSON.stringify(USER)}}` })
+  it('a __proto__ key is refused, not merged, and named', async () => {
+    const error = await expectRefused(undefined, '__proto__', { raw: `{"__proto__": {"x": 1}, "model": "m", "messages": ${JSON.stringify(USER)}}` })
+    expect(error.code).toBe('invalid_value')
   })
 
   it('an unsupported content type is refused with 415', async () => {
