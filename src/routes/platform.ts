@@ -60,7 +60,8 @@ export const PLATFORM_ROUTES: readonly PlatformRoute[] = [
     auth: { scheme: 'bearer', scope: 'checkpoints' },
     prepare: (request) => {
       const { model_id } = request.params as { model_id: string }
-      const query = parseCheckpointQuery(request.query as Record<string, unknown>)
+      const at = request.url.indexOf('?')
+      const query = parseCheckpointQuery(request.query as Record<string, unknown>, at < 0 ? '' : request.url.slice(at + 1))
       // fastify answers HEAD with this GET route: the upstream gets a HEAD too.
       return { method: request.method === 'HEAD' ? 'HEAD' : 'GET', path: checkpointUpstreamPath(model_id, query), body: null }
     },

@@ -30,11 +30,14 @@ function single(query: Record<string, unknown>, name: string): string | undefine
   return value
 }
 
-export function parseCheckpointQuery(query: Record<string, unknown>): CheckpointQuery {
+/** `query` as fastify parsed `rawQuery` (the URL's text after `?`). */
+export function parseCheckpointQuery(query: Record<string, unknown>, rawQuery: string): CheckpointQuery {
+  const broken = brokenlyEncodedMember(rawQuery)
+  if (broken !== null) throw invalid(broken, 'is not valid percent-encoding: write each byte as %XX, a character as the bytes of its UTF-8')
   const limitText = single(query, 'limit')
   let limit: number = CHECKPOINT_LIMIT.default
   if (limitText !== undefined) {
-    if (!/^\d{1,4}$/.test(limitText)) throw invalid('limit', `must be an integer from ${CHECKPOINT_LIMIT.min} to ${CHECKPOINT_LIMIT.max}`)
+    if (!/^\d+$/.test(limitText)) throw invalid('limit', `must be an integer from ${CHECKPOINT_LIMIT.min} to ${CHECKPOINT_LIMIT.max}`)
     limit = Number(limitText)
     if (limit < CHECKPOINT_LIMIT.min || limit > CHECKPOINT_LIMIT.max) throw invalid('limit', `must be an integer from ${CHECKPOINT_LIMIT.min} to ${CHECKPOINT_LIMIT.max}`)
   }
@@ -43,6 +46,33 @@ export function parseCheckpointQuery(query: Record<string, unknown>): Checkpoint
   const after = single(query, 'after')
   if (after === '') throw invalid('after', 'must be a non-empty cursor (the last id of the previous page)')
   return { limit, order: orderText as CheckpointQuery['order'], after }
+}
+
+const PASSED_ON = new Set(['limit', 'order', 'after'])
+
+/**
+ * The first member passed on whose value is not valid percent-encoding
+ * (`%zz`, `%FF`, a lone `%`). The query parser keeps such text as it is,
+ * and the rebuilt query would then encode it again: the upstream would get
+ * another cursor (`%FF` as `%25FF`) than the client meant.
+ */
+function brokenlyEncodedMember(rawQuery: string): string | null {
+  if (!rawQuery.includes('%')) return null
+  for (const pair of rawQuery.split('&')) {
+    const eq = pair.indexOf('=')
+    if (eq < 0) continue
+    const name = decodedOrNull(pair.slice(0, eq))
+    if (name !== null && PASSED_ON.has(name) && decodedOrNull(pair.slice(eq + 1)) === null) return name
+  }
+  return null
+}
+
+function decodedOrNull(text: string): string | null {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return null
+  }
 }
 
 /**

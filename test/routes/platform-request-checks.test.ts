@@ -139,6 +139,25 @@ describe('checkpoint query members the interface does not list', () => {
   })
 })
 
+describe('checkpoint query percent-encoding', () => {
+  const listing = (query: string) => exactRequest(gw.url, { method: 'GET', path: `/v1/preview/models/${MODEL}/checkpoints?${query}`, headers: { authorization: bearer } })
+
+  // Regression (audit): `after=%FF` reached the upstream as `after=%25FF`, another cursor than the client's.
+  it.each(['after=%FF', 'after=%zz', 'after=ab%', 'af%74er=%C3', 'limit=5&after=ck%E2%82'])('%s → 400 param after, nothing forwarded', async (query) => {
+    const before = upstream.received.length
+    const answer = await listing(query)
+    expect(answer.status).toBe(400)
+    expect(expectErrorBody(answer)).toMatchObject({ type: 'invalid_request_error', code: 'invalid_value', param: 'after' })
+    expect(upstream.received.length).toBe(before)
+  })
+
+  it('valid escapes are decoded and re-encoded; a broken one in a dropped member does not matter; leading zeros in limit are fine', async () => {
+    const answer = await listing('after=ck%2D9%20%E2%82%AC&x=%FF&limit=00005')
+    expect(answer.status).toBe(200)
+    expect(upstream.received.at(-1)!.url).toBe(`/v1/preview/models/${MODEL}/checkpoints?limit=5&order=asc&after=ck-9+%E2%82%AC`)
+  })
+})
+
 describe('Content-Encoding on the platform bodies', () => {
   const withBody = CALLS.filter((call) => call.body !== null)
 
