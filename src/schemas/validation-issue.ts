@@ -56,6 +56,11 @@ function describe(error: ErrorObject): { path: string; message: string } {
       return { path, message: `must be a valid ${FORMAT_NAMES[String(params.format)] ?? String(params.format)}` }
     case 'anyOf':
       return { path, message: String(error.parentSchema?.description ?? 'does not match any allowed form') }
+    // Ajv's own ("must NOT have fewer than 1 characters") reads as a validator's, not as what to change.
+    case 'minLength':
+      return { path, message: params.limit === 1 ? 'must not be empty' : `must be at least ${String(params.limit)} characters long` }
+    case 'minItems':
+      return { path, message: params.limit === 1 ? 'must not be empty' : `must have at least ${String(params.limit)} items` }
     default:
       return { path, message: error.message ?? 'is invalid' }
   }

@@ -120,6 +120,16 @@ describe('toIssues', () => {
     expect(issues).toContainEqual({ path: 'w', message: 'must be a string' })
   })
 
+  // Regression (audit): an empty object id got Ajv's own "must NOT have fewer than 1 characters".
+  it.each([
+    [{ type: 'string', minLength: 1 }, '', 'must not be empty'],
+    [{ type: 'string', minLength: 3 }, 'ab', 'must be at least 3 characters long'],
+    [{ type: 'array', minItems: 1 }, [], 'must not be empty'],
+    [{ type: 'array', minItems: 2 }, [1], 'must have at least 2 items'],
+  ])('says what a too short %j needs', (member, value, message) => {
+    expect(issuesFor({ type: 'object', properties: { x: member } }, { x: value })).toEqual([{ path: 'x', message }])
+  })
+
   it('reports every problem with allErrors, one issue each, in the document', () => {
     const schema = {
       type: 'object',
