@@ -91,7 +91,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     }
     // Answered before the body is read: nothing would use it (a JSON body up to the limit was parsed for a 404).
     if (request.facts.route === 'unknown') {
-      done(notFound(request))
+      done(notFound(app, request))
       return
     }
     // Routes without credentials to check say "100 Continue" at once.
@@ -101,7 +101,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   registerJsonBodyParser(app)
   app.setErrorHandler(errorHandler)
   // The onRequest hook answers unknown paths first; this keeps fastify's own 404 body out should one get past it.
-  app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(request)))
+  app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(app, request)))
 
   registerServiceRoutes(app, ctx)
   registerModelRoutes(app, ctx, ctx.clock.now())
@@ -118,8 +118,15 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   }
 }
 
-function notFound(request: FastifyRequest): GatewayError {
+/** Every method a route here is served for (HEAD with each GET). */
+const SERVED_METHODS = ['GET', 'HEAD', 'POST'] as const
+
+function notFound(app: FastifyInstance, request: FastifyRequest): GatewayError {
   const path = request.url.split('?')[0] ?? ''
   const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path
-  return new GatewayError('not_found', `No route for ${request.method} ${shown}.`)
+  const served = SERVED_METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
+  if (served.length === 0) return new GatewayError('not_found', `No route for ${request.method} ${shown}.`)
+  // A known path asked with another method: DESIGN.md's table has no 405, so a 404 that says what is served there.
+  const allow = served.join(', ')
+  return new GatewayError('not_found', `No route for ${request.method} ${shown}: it is served for ${allow}.`, { headers: { allow } })
 }

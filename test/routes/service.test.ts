@@ -44,6 +44,25 @@ describe('operator endpoints', () => {
     expect(await response.json()).toEqual({ error: { message: expect.any(String), type: 'not_found_error', param: null, code: 'not_found' } })
   })
 
+  // A 404, as DESIGN.md's table has no 405, but one that says what the path is served for.
+  it.each([
+    ['GET', '/v1/chat/completions', 'POST'],
+    ['POST', '/healthz', 'GET, HEAD'],
+    ['DELETE', '/v1/models', 'GET, HEAD'],
+  ])('%s %s (a known path, another method): 404 with Allow: %s, and the message says so', async (method, path, allow) => {
+    const response = await fetch(`${gw.url}${path}`, { method, headers: { authorization: `Bearer ${key.token}` } })
+    expect(response.status).toBe(404)
+    expect(response.headers.get('allow')).toBe(allow)
+    const { error } = (await response.json()) as { error: { message: string; code: string } }
+    expect(error).toMatchObject({ code: 'not_found', message: `No route for ${method} ${path}: it is served for ${allow}.` })
+  })
+
+  it('an unknown path has no Allow header', async () => {
+    const response = await fetch(`${gw.url}/v1/nope`, { method: 'POST' })
+    expect(response.status).toBe(404)
+    expect(response.headers.get('allow')).toBeNull()
+  })
+
   it('/metrics counts requests by route, configured model and status, with no raw input in labels', async () => {
     const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key.token, maxRetries: 0 })
     await openai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] })
