@@ -5,7 +5,9 @@
  *
  * Typing follows YAML's own rule: a plain (unquoted) scalar that is exactly
  * one reference takes the type its value has in YAML (`port: ${PORT}` is a
- * number), a quoted one stays a string (`bearer: "${TOKEN}"`).
+ * number), a quoted one stays a string (`bearer: "${TOKEN}"`). Where the
+ * key takes a string, the value's own text is used instead (load.ts,
+ * `asTextWhereStringsGo`): `api_key: ${KEY}` with KEY=0123 is "0123", not 123.
  *
  * A `${` that starts no reference (`${vllm-key}`, `${TOKEN` unclosed) is a
  * problem too: a typo would otherwise go upstream as a literal credential.
@@ -20,29 +22,36 @@ const WHOLE_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
-/** Substitutes in place; returns the issues (unset variables) with their paths. */
-export function interpolateDocument(document: Document, env: Environment): ValidationIssue[] {
-  const issues: ValidationIssue[] = []
-  if (document.contents !== null) visit(document.contents as Node, '', env, issues)
-  return issues
+export interface Interpolation {
+  /** Unset variables and malformed references, with their paths. */
+  readonly issues: ValidationIssue[]
+  /** Scalars a reference gave a number or boolean, by path, with the text it had. */
+  readonly typed: Map<string, { readonly node: Scalar; readonly text: string }>
 }
 
-function visit(node: Node, path: string, env: Environment, issues: ValidationIssue[]): void {
+/** Substitutes in place. */
+export function interpolateDocument(document: Document, env: Environment): Interpolation {
+  const found: Interpolation = { issues: [], typed: new Map() }
+  if (document.contents !== null) visit(document.contents as Node, '', env, found)
+  return found
+}
+
+function visit(node: Node, path: string, env: Environment, found: Interpolation): void {
   if (isScalar(node)) {
-    if (typeof node.value === 'string') substitute(node, path, env, issues)
+    if (typeof node.value === 'string') substitute(node, path, env, found)
   } else if (isMap(node)) {
     for (const pair of node.items) {
       const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key)
-      if (pair.value !== null && typeof pair.value === 'object') visit(pair.value as Node, join(path, key), env, issues)
+      if (pair.value !== null && typeof pair.value === 'object') visit(pair.value as Node, join(path, key), env, found)
     }
   } else if (isSeq(node)) {
     node.items.forEach((item, i) => {
-      if (item !== null && typeof item === 'object') visit(item as Node, join(path, String(i)), env, issues)
+      if (item !== null && typeof item === 'object') visit(item as Node, join(path, String(i)), env, found)
     })
   }
 }
 
-function substitute(node: Scalar, path: string, env: Environment, issues: ValidationIssue[]): void {
+function substitute(node: Scalar, path: string, env: Environment, { issues, typed }: Interpolation): void {
   const text = node.value as string
   if (!text.includes('${')) return
   const substituted = text.replace(REFERENCE, (match: string, name: string | undefined, fallback: string | undefined) => {
@@ -62,6 +71,7 @@ function substitute(node: Scalar, path: string, env: Environment, issues: Valida
     return ''
   })
   node.value = isPlain(node) && WHOLE_REFERENCE.test(text) ? typedScalar(substituted) : substituted
+  if (typeof node.value !== 'string') typed.set(path, { node, text: substituted })
 }
 
 function isPlain(node: Scalar): boolean {

@@ -7,9 +7,9 @@ import { readFile } from 'node:fs/promises'
 import { Ajv } from 'ajv'
 import { LineCounter, parseDocument } from 'yaml'
 import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
-import { interpolateDocument, type Environment } from './interpolate.js'
+import { interpolateDocument, type Environment, type Interpolation } from './interpolate.js'
 import { crossCheck, resolveConfig, type GatewayConfig } from './resolve.js'
-import { toIssues, formatIssue, type ValidationIssue } from '../schemas/validation-issue.js'
+import { toIssues, formatIssue, pointerToPath, type ValidationIssue } from '../schemas/validation-issue.js'
 
 export type ConfigResult = { ok: true; config: GatewayConfig } | { ok: false; issues: ValidationIssue[] }
 
@@ -39,11 +39,12 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
     }
     return { ok: false, issues: document.errors.map((e) => ({ path: '', message: `YAML: ${e.message} (${where(e.pos[0])})` })) }
   }
-  const unset = interpolateDocument(document, env)
+  const { issues: unset, typed } = interpolateDocument(document, env)
   const issues = [...unset]
   let data: unknown
   try {
     data = document.toJS() ?? {}
+    if (!validate(data) && asTextWhereStringsGo(validate.errors, typed)) data = document.toJS() ?? {}
   } catch (error) {
     // yaml refuses aliases that expand without bound (a "billion laughs" file) by throwing.
     return { ok: false, issues: [...issues, { path: '', message: `YAML: ${error instanceof Error ? error.message : String(error)}` }] }
@@ -54,6 +55,24 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
   // A value the schema refuses may fail a cross-key rule the same way (password_scrypt's form): say it once.
   if (issues.length > 0) return { ok: false, issues: distinct(issues) }
   return resolveConfig(data as RawGatewayConfig)
+}
+
+/**
+ * A reference typed as a number or boolean (interpolate.ts) under a key that
+ * takes a string gets its text back: `api_key: ${KEY}`, unquoted as in
+ * DESIGN.md, with a numeric key was refused as "must be a string" (and 0123
+ * would have read as 123). True when one was given back.
+ */
+function asTextWhereStringsGo(errors: typeof validate.errors, typed: Interpolation['typed']): boolean {
+  let changed = false
+  for (const error of errors ?? []) {
+    const wanted = error.keyword === 'type' ? String((error.params as { type?: unknown }).type) : ''
+    const reference = typed.get(pointerToPath(error.instancePath))
+    if (reference === undefined || !wanted.split(',').includes('string')) continue
+    reference.node.value = reference.text
+    changed = true
+  }
+  return changed
 }
 
 function distinct(issues: readonly ValidationIssue[]): ValidationIssue[] {

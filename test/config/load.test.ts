@@ -113,6 +113,27 @@ describe('parseConfig: environment variables', () => {
     expect(ok(`${MODEL.replace('- name: m', '- name: m\n    priority_scheduling: ${PS}')}`, { PS: 'true' }).models[0]!.priority_scheduling).toBe(true)
   })
 
+  // Regression (audit): DESIGN.md writes `api_key: ${VLLM_API_KEY:-}` unquoted; a numeric or boolean
+  // key was refused as "must be a string", and 0123 would have read as 123.
+  it.each(['12345', '0123', 'true', '1e3'])('keeps the text of an unquoted reference under a key that takes a string: %s', (value) => {
+    const config = ok(`models:
+  - name: m
+    backends:
+      - url: http://a:1
+        api_key: \${KEY}
+upstreams:
+  training:
+    url: http://t:1
+    auth:
+      bearer: \${KEY}
+server:
+  port: \${P}
+`, { KEY: value, P: '9000' })
+    expect(config.models[0]!.backends[0]!.api_key).toBe(value)
+    expect(config.upstreams.training!.auth).toEqual({ bearer: value })
+    expect(config.server.port).toBe(9000)
+  })
+
   it('uses the fallback of ${VAR:-default} when VAR is unset or empty, typed too', () => {
     const text = `${MODEL}server:\n  port: \${P:-8123}\n`
     expect(ok(text).server.port).toBe(8123)
