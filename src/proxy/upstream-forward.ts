@@ -31,9 +31,10 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) upstreamAbort.abort()
   })
+  // Before the call: a 502/504 access line names the upstream that failed, as the chat route's does.
+  request.facts.backend = upstream.name
   const response = await callUpstream(ctx, request, upstream, call, upstreamAbort)
   if (response === null) return reply
-  request.facts.backend = upstream.name
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)

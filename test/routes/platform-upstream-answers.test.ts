@@ -170,6 +170,24 @@ describe('HEAD on the checkpoint listing', () => {
   })
 })
 
+describe('an upstream that cannot be reached', () => {
+  // Regression (audit): the access line said backend null, while the metric named the upstream.
+  it('is a 502 whose access line names the upstream', async () => {
+    const server = createServer()
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address() as AddressInfo
+    // Closed again: a connection to it is refused.
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+    const gw = await gatewayFor(`http://127.0.0.1:${port}`)
+
+    const answer = await exactRequest(gw.url, { method: 'GET', path: LISTING, headers: { authorization: `Bearer ${key.token}` } })
+
+    expect(answer.status).toBe(502)
+    expect(expectErrorBody(answer).code).toBe('upstream_unreachable')
+    expect(await accessLine(gw)).toMatchObject({ status: 502, backend: 'checkpoints', error_code: 'upstream_unreachable' })
+  })
+})
+
 describe("the upstream's Content-Length", () => {
   // Regression (audit): dropped as if hop-by-hop, so every platform answer went out chunked.
   it('is kept on an answer whose body goes through unchanged; a chunked answer stays chunked', async () => {
