@@ -3,7 +3,8 @@
  * model's queue, sends the request to the backend the balancer chose, and,
  * when that backend cannot be reached, hangs up before answering, or answers
  * 502/503, moves to a free slot on another usable backend, up to the model's
- * `retries`. Nothing has reached the client at this point, so a retry is
+ * `retries` (one that refused the connection is down: with no free slot
+ * elsewhere the request waits in the queue again rather than failing). Nothing has reached the client at this point, so a retry is
  * invisible to it; the request body is the same string each time. A
  * backend's 4xx (and other 5xx) answers are the client's answer, not retried.
  */
@@ -56,7 +57,14 @@ export interface ChatDispatch {
 export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
   const { route, slots, signal, choose } = job
   if (!route.hasUsableBackend(job.now())) throw noHealthyBackend(route.name)
-  const retryOn = (tried: ReadonlySet<string>, attempt: number) => (attempt < route.settings.retries ? slots.tryAcquire(tried, choose) : Promise.resolve(null))
+  const retryOn = async (tried: ReadonlySet<string>, attempt: number, backendDown = false): Promise<SlotLease | null> => {
+    if (attempt >= route.settings.retries) return null
+    const free = await slots.tryAcquire(tried, choose)
+    if (free !== null || !backendDown || !route.hasUsableBackend(job.now())) return free
+    // The backend refused the connection (and is ejected for it): a slot it was handed as a waiter is
+    // no answer, so the request waits for one on a backend that is up, as it did before.
+    return slots.acquire({ priority: job.priority, signal, choose })
+  }
   let lease = await slots.acquire({ priority: job.priority, signal, choose })
   const queueWaitMs = lease.waitedMs
   const tried = new Set<string>()
@@ -71,11 +79,15 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       job.onCall(call)
       response = await call.head
     } catch (error) {
-      lease.release()
-      if (signal.aborted) throw error
+      if (signal.aborted) {
+        lease.release()
+        throw error
+      }
       const reason = classifyUpstreamFailure(error)
+      // Before the slot is freed: a backend a refused connection ejects is not handed to the next waiter.
       job.onFailure(backend, reason)
-      const next = isRetryable(reason) ? await retryOn(tried, attempt) : null
+      lease.release()
+      const next = isRetryable(reason) ? await retryOn(tried, attempt, reason === 'connect') : null
       if (next === null) throw upstreamError(reason, `backend "${backend.name}"`, error)
       lease = next
       continue
