@@ -44,6 +44,16 @@ const MAX_PROBE_BYTES = 16 * 2 ** 20
 /** Backend load older than this many intervals is ignored. */
 const STALE_INTERVALS = 3
 
+/**
+ * When the next check starts, counted from the end of one that took `tookMs`:
+ * checks start every interval, however long each took. Counted from the end,
+ * a backend that hangs (each check waits out its timeout, up to the
+ * interval) was checked every two intervals and marked down twice as late.
+ */
+export function nextProbeIn(intervalMs: number, tookMs: number): number {
+  return Math.max(0, intervalMs - tookMs)
+}
+
 export interface MonitorHooks {
   /** A backend of this model may have become usable: re-examine its queue. */
   readonly wake: (model: string) => void
@@ -132,12 +142,13 @@ export class BackendMonitor {
 
   async #probeLoop(route: ModelRoute, backend: Backend): Promise<void> {
     if (this.#stopped) return
+    const startedAt = this.#clock.now()
     const [healthy] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
     // Stopped meanwhile (the probe was aborted, not failed): a retired generation must not
     // publish a verdict into the gauge the serving one shares.
     if (this.#stopped) return
     this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)))
-    this.#after(route.settings.health.interval_ms, () => this.#probe(route, backend))
+    this.#after(nextProbeIn(route.settings.health.interval_ms, this.#clock.now() - startedAt), () => this.#probe(route, backend))
   }
 
   async #checkHealth(route: ModelRoute, backend: Backend): Promise<boolean> {
