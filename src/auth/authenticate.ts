@@ -54,11 +54,20 @@ export function authenticate(header: string | undefined, requirement: AuthRequir
   if (parsed === null) {
     throw unauthorized(requirement, 'invalid_credentials', `Malformed Authorization header: expected "${expected} <credentials>".`)
   }
-  if (parsed.scheme !== requirement.scheme) {
-    throw unauthorized(requirement, 'wrong_auth_scheme', `This route takes ${expected} credentials, not ${parsed.scheme}.`)
-  }
+  if (parsed.scheme !== requirement.scheme) throw wrongScheme(requirement, expected, parsed.scheme)
   if (requirement.scheme === 'bearer') return admitted(findKey(parsed.credentials, authenticators), requirement)
   return findUser(parsed.credentials, authenticators).then((principal) => admitted(principal, requirement))
+}
+
+/**
+ * Names the scheme sent only when it is the other one this gateway knows:
+ * an unknown word may be the secret itself, sent without a scheme
+ * (`Authorization: sk-… x`), and an error body never carries credentials.
+ */
+function wrongScheme(requirement: AuthRequirement, expected: string, sent: string): GatewayError {
+  const known = sent === 'basic' ? 'Basic' : sent === 'bearer' ? 'Bearer' : null
+  const message = known === null ? `This route takes ${expected} credentials: send "Authorization: ${expected} <credentials>".` : `This route takes ${expected} credentials, not ${known}.`
+  return unauthorized(requirement, 'wrong_auth_scheme', message)
 }
 
 /** The principal if it may use the route (403 without its scope), 401 for none. */

@@ -48,6 +48,16 @@ describe('Bearer authentication on chat and /v1/models', () => {
     })
   }
 
+  // Regression (audit): the message echoed the scheme word, which is the token itself when a client sends it without one.
+  it('a wrong scheme is named only when it is Basic: an unknown word may be the token', async () => {
+    const token = `${chatKey.token} x`
+    const unknown = await call('/v1/chat/completions', token)
+    expect(unknown.body.error).toMatchObject({ code: 'wrong_auth_scheme', message: 'This route takes Bearer credentials: send "Authorization: Bearer <credentials>".' })
+    expect(JSON.stringify(unknown.body).toLowerCase()).not.toContain(chatKey.token.toLowerCase())
+    const basic = await call('/v1/chat/completions', `Basic ${Buffer.from('alice:pw').toString('base64')}`)
+    expect(basic.body.error.message).toBe('This route takes Bearer credentials, not Basic.')
+  })
+
   it('a valid key without the chat scope gets 403', async () => {
     const before = backend.received.length
     const { status, body } = await call('/v1/chat/completions', `Bearer ${trainingKey.token}`)
