@@ -88,6 +88,8 @@ export function resolveConfig(raw: RawGatewayConfig): { ok: true; config: Gatewa
   return { ok: true, config: { ...raw, models, default_model: raw.default_model ?? models[0]!.name } }
 }
 
+const EMPTY_CREDENTIAL = 'is empty: set it (a variable that is set but empty gives this)'
+
 /** The credentials rules of credential-rules.ts, for every backend and upstream. */
 function credentialIssues(models: readonly Loose[], upstreams: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = []
@@ -106,8 +108,9 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
     const auth = member(upstream, 'auth')
     const basic = member(auth, 'basic')
     report(`upstreams.${name}.url`, member(upstream, 'url'), baseUrlProblem)
-    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), headerSecretProblem)
-    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => basicCredentialProblem(v, 'username'))
+    // Empty, the union of auth forms fails as a whole; this says which member to fix (a variable set but empty?).
+    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), (v) => (v === '' ? EMPTY_CREDENTIAL : headerSecretProblem(v)))
+    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => (v === '' ? EMPTY_CREDENTIAL : basicCredentialProblem(v, 'username')))
     report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => basicCredentialProblem(v, 'password'))
   }
   return issues

@@ -134,6 +134,14 @@ server:
     expect(config.server.port).toBe(9000)
   })
 
+  // Regression (audit): only the union's "must be one of { bearer: TOKEN }, …" was reported, not which member to fix.
+  it('names an upstream bearer or Basic username that a set-but-empty variable left empty', () => {
+    const text = `${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: "\${T}" } }\n  objects: { url: "http://o:1", auth: { basic: { username: "\${U}", password: p } } }\n`
+    const found = issues(text, { T: '', U: '' })
+    expect(found).toContainEqual({ path: 'upstreams.training.auth.bearer', message: expect.stringContaining('is empty') })
+    expect(found).toContainEqual({ path: 'upstreams.objects.auth.basic.username', message: expect.stringContaining('is empty') })
+  })
+
   it('uses the fallback of ${VAR:-default} when VAR is unset or empty, typed too', () => {
     const text = `${MODEL}server:\n  port: \${P:-8123}\n`
     expect(ok(text).server.port).toBe(8123)
