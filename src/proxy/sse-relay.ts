@@ -14,12 +14,32 @@ import type { ErrorBody } from '../errors/gateway-error.js'
 import { SseEventSplitter } from './sse-events.js'
 import { carriesContent, inspectEvent, type TokenUsage } from './stream-usage.js'
 
-const DONE = /^data: ?\[DONE\]\s*$/
-/** `data: [DONE]` and its CRLF CRLF. */
-const DONE_MAX_BYTES = 16
+const DONE_MARK = Buffer.from('[DONE]')
+/** Room for `data: [DONE]` with an `event:` or `id:` line and trailing spaces; a content event is larger. */
+const DONE_MAX_BYTES = 256
 
-function isDone(event: Buffer): boolean {
-  return event.length <= DONE_MAX_BYTES && DONE.test(event.toString('latin1'))
+/**
+ * Whether the event's data is `[DONE]`, read as an SSE client reads it (the
+ * openai client: data starting with `[DONE]`): the `data:` lines joined, one
+ * space after the colon dropped, whatever other fields the event has.
+ */
+export function isDone(event: Buffer): boolean {
+  if (event.length > DONE_MAX_BYTES || event.indexOf(DONE_MARK) < 0) return false
+  let data: string | null = null
+  for (const line of event.toString('latin1').split(/\r\n|\r|\n/)) {
+    if (!line.startsWith('data:')) continue
+    const value = line.slice(line.startsWith('data: ') ? 6 : 5)
+    data = data === null ? value : `${data}\n${value}`
+  }
+  return data !== null && data.startsWith('[DONE]')
+}
+
+/** One event after the others of a chunk; no array for the usual chunk of one event. */
+function appended(out: Buffer | Buffer[] | null, event: Buffer): Buffer | Buffer[] {
+  if (out === null) return event
+  if (!Array.isArray(out)) return [out, event]
+  out.push(event)
+  return out
 }
 
 export class SseRelay {
@@ -27,9 +47,10 @@ export class SseRelay {
   readonly #stripInjectedUsage: boolean
   #usage: TokenUsage | null = null
   #contentSeen = false
-  /** Whole events seen, and whether the last was `[DONE]`, for the estimate when no usage comes (usage-estimate.ts). */
+  /** Whole events seen before `[DONE]`, for the estimate when no usage comes (usage-estimate.ts). */
   #events = 0
-  #endedByDone = false
+  /** `[DONE]` came: the answer is whole, and nothing after it is the client's. */
+  #done = false
 
   /** `stripInjectedUsage`: the gateway asked for `include_usage` itself, so hide what that adds. */
   constructor(stripInjectedUsage: boolean) {
@@ -41,9 +62,9 @@ export class SseRelay {
     return this.#usage
   }
 
-  /** Whole events the upstream sent so far, a closing `data: [DONE]` left out. */
+  /** Whole events the upstream sent before `data: [DONE]`. */
   get events(): number {
-    return this.#endedByDone ? this.#events - 1 : this.#events
+    return this.#events
   }
 
   /**
@@ -53,45 +74,47 @@ export class SseRelay {
   push(chunk: Buffer): { readonly out: Buffer | null; readonly firstContent: boolean } {
     let out: Buffer | Buffer[] | null = null
     let firstContent = false
+    if (this.#done) return { out, firstContent }
     const events = this.#splitter.push(chunk)
     // A lone-CR framed event goes out now, not when the backend's next bytes come (if they ever do).
     const endedAtCR = this.#splitter.takeEndedAtCR()
     if (endedAtCR !== null) events.push(endedAtCR)
-    if (events.length > 0) {
-      this.#events += events.length
-      // A flag, not the event: a kept slice would keep its whole network buffer alive. Content events are longer than 16 bytes.
-      const last = events[events.length - 1]!
-      this.#endedByDone = isDone(last)
-    }
     for (const event of events) {
+      if (isDone(event)) {
+        // The end of the answer: it goes out, and whatever followed it in the chunk does not.
+        this.#done = true
+        out = appended(out, event)
+        break
+      }
+      this.#events++
       const verdict = inspectEvent(event, this.#stripInjectedUsage)
       if (verdict.usage !== null) this.#usage = verdict.usage
       if (verdict.forward === null) continue
       if (!this.#contentSeen && carriesContent(verdict.forward)) firstContent = this.#contentSeen = true
-      if (out === null) out = verdict.forward
-      else if (Array.isArray(out)) out.push(verdict.forward)
-      else out = [out, verdict.forward]
+      out = appended(out, verdict.forward)
     }
     return { out: Array.isArray(out) ? Buffer.concat(out) : out, firstContent }
   }
 
   /** The upstream ended cleanly: the bytes of an unfinished last event, passed as they are (see `complete`). */
   end(): Buffer | null {
+    if (this.#done) return null
     const rest = this.#splitter.rest()
     if (rest.length === 0) return null
     // A bare `data: [DONE]` with no blank line after it still says the stream is whole.
-    if (isDone(rest)) this.#endedByDone = true
+    if (isDone(rest)) this.#done = true
     return rest
   }
 
   /**
-   * Whether the stream's last event was `data: [DONE]`, as vLLM and OpenAI
-   * end every stream. One that ended cleanly without it was cut short
-   * somewhere upstream, and a client would take what it got for the whole
-   * answer: the caller closes it with failure() instead.
+   * Whether `data: [DONE]` came, as vLLM and OpenAI end every stream: the
+   * answer is whole, and the caller ends the client's stream with it. One
+   * that ended cleanly without it was cut short somewhere upstream, and a
+   * client would take what it got for the whole answer: the caller closes
+   * it with failure() instead.
    */
   get complete(): boolean {
-    return this.#endedByDone
+    return this.#done
   }
 
   /**

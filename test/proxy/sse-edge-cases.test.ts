@@ -260,6 +260,9 @@ describe('a backend that sends [DONE] and then keeps its stream open', () => {
   it.each([
     { name: 'in one chunk', writes: [`${FIRST_EVENT}data: [DONE]\n\n`] },
     { name: '[DONE] in a chunk of its own', writes: [FIRST_EVENT, 'data: [DONE]\n\n'] },
+    // Regression (audit): [DONE] counted only as the last event of a chunk: these ended in an error event after it.
+    { name: 'a comment after [DONE] in the same chunk', writes: [`${FIRST_EVENT}data: [DONE]\n\n: ping\n\n`] },
+    { name: 'one more blank line after [DONE]', writes: [`${FIRST_EVENT}data: [DONE]\n\n\n`] },
   ])('$name: the client gets the whole stream at once, the slot is free, the backend is let go of; no upstream error', async ({ writes }) => {
     let backendClosed!: Promise<unknown>
     let backendEnded = false

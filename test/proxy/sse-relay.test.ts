@@ -57,7 +57,7 @@ describe('SseRelay', () => {
     expect(relay.end()?.toString()).toBe('data: {"choi')
   })
 
-  it('calls a stream complete only when its last event is data: [DONE], a bare one at the end included', () => {
+  it('calls a stream complete once data: [DONE] came, a bare one at the end included', () => {
     const endedBy = (...parts: string[]) => {
       const relay = new SseRelay(false)
       for (const part of parts) relay.push(Buffer.from(part))
@@ -70,9 +70,33 @@ describe('SseRelay', () => {
     expect(endedBy(roleChunk, 'data:[DONE]\n')).toBe(true)
     expect(endedBy()).toBe(false)
     expect(endedBy(roleChunk)).toBe(false)
-    expect(endedBy(roleChunk, 'data: [DONE]\n\n', tokenChunk('a'))).toBe(false)
-    expect(endedBy(roleChunk, 'data: [DONE] and more\n\n')).toBe(false)
+    // What follows [DONE] is dropped; data starting with [DONE] is the end to the openai client too.
+    expect(endedBy(roleChunk, 'data: [DONE]\n\n', tokenChunk('a'))).toBe(true)
+    expect(endedBy(roleChunk, 'data: [DONE] and more\n\n')).toBe(true)
     expect(endedBy(roleChunk, 'data: {"cho')).toBe(false)
+    expect(endedBy(roleChunk, 'data: {"content":"[DONE]"}\n\n')).toBe(false)
+  })
+
+  // Regression (audit): [DONE] counted only as the last event of its chunk, and only in 16 bytes, so a stream with
+  // anything after it in the same chunk (even one more blank line) or a longer spelling ended in an error event.
+  it.each([
+    ['one more blank line', 'data: [DONE]\n\n\n'],
+    ['a comment after it', 'data: [DONE]\n\n: ping\n\n'],
+    ['a content event after it', `data: [DONE]\n\n${tokenChunk('late')}`],
+    ['trailing spaces', 'data: [DONE]   \n\n'],
+    ['an event: line', 'event: done\ndata: [DONE]\n\n'],
+    ['an id: line, CRLF', 'id: 5\r\ndata: [DONE] \r\n\r\n'],
+  ])('[DONE] with %s, in the chunk of the last content: complete, and nothing after [DONE] goes out', (_name, tail) => {
+    const relay = new SseRelay(false)
+    const content = tokenChunk('a')
+    const { out } = relay.push(Buffer.from(`${content}${tail}`))
+    expect(relay.complete).toBe(true)
+    const sent = out!.toString('utf8')
+    expect(sent.startsWith(content)).toBe(true)
+    expect(sent.slice(content.length)).toMatch(/^(?:(?:event|id): [^\r\n]*\r?\n)?data: \[DONE\] *(?:\r\n\r\n|\n\n)$/)
+    expect(relay.push(Buffer.from(tokenChunk('later'))).out).toBeNull()
+    expect(relay.end()).toBeNull()
+    expect(relay.events).toBe(1)
   })
 
   const failureBody = new GatewayError('upstream_bad_response', 'Upstream backend "b1" closed the connection before answering.').toBody()
