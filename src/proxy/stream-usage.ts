@@ -45,14 +45,18 @@ export function completionUsage(body: Buffer): TokenUsage | null | undefined {
 }
 
 const USAGE_KEY = Buffer.from('"usage":')
-/** A delta with generated text, reasoning or a tool call: the role-only first chunk does not count. */
-const CONTENT_DELTA = /"(?:content|reasoning_content|reasoning)":"[^"]|"tool_calls":\[\{/
+/**
+ * A delta with generated text, reasoning or a tool call: the role-only first
+ * chunk does not count. Spaces allowed where JSON allows them (Python's
+ * json.dumps writes `"content": "Hi"`; vLLM itself writes compact JSON).
+ */
+const CONTENT_DELTA = /"(?:content|reasoning_content|reasoning)"\s*:\s*"[^"]|"tool_calls"\s*:\s*\[\s*\{/
 
 /** Whether an event carries generated output (for time to first token). */
 export function carriesContent(event: Buffer): boolean {
   return CONTENT_DELTA.test(event.toString('utf8'))
 }
-const TRAILING_NULL_USAGE = /,"usage":null\}(\r\n\r\n|\n\n|\r\r)$/
+const TRAILING_NULL_USAGE = /,\s*"usage"\s*:\s*null\s*\}(?:\r\n\r\n|\n\n|\r\r)$/
 
 export interface EventVerdict {
   /** The event as the client gets it; null to drop it. */
@@ -93,8 +97,24 @@ export function inspectEvent(event: Buffer, stripInjectedUsage: boolean): EventV
   if (!stripInjectedUsage) return { forward: event, usage }
   const choices = (parsed as { choices?: unknown } | null)?.choices
   if (usage !== null && Array.isArray(choices) && choices.length === 0) return { forward: null, usage }
-  if (usage === null && TRAILING_NULL_USAGE.test(text)) return { forward: Buffer.from(text.replace(TRAILING_NULL_USAGE, '}$1')), usage: null }
+  if (usage === null) {
+    const cut = withoutTrailingNullUsage(event)
+    if (cut !== null) return { forward: cut, usage: null }
+  }
   return { forward: event, usage }
+}
+
+/**
+ * The event less a trailing `, "usage": null` however it is spaced, cut out
+ * of the bytes: through a decoded string, bytes that are not UTF-8 would
+ * come out as U+FFFD. Matched on latin1 text, where a character is a byte.
+ */
+function withoutTrailingNullUsage(event: Buffer): Buffer | null {
+  const text = event.toString('latin1')
+  const match = TRAILING_NULL_USAGE.exec(text)
+  if (match === null) return null
+  const close = text.lastIndexOf('}')
+  return Buffer.concat([event.subarray(0, match.index), event.subarray(close)])
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { inspectEvent, completionUsage } from '../../src/proxy/stream-usage.js'
+import { carriesContent, inspectEvent, completionUsage } from '../../src/proxy/stream-usage.js'
 
 const header = '"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m"'
 const contentChunk = `data: {${header},"choices":[{"index":0,"delta":{"content":"tok0 "},"logprobs":null,"finish_reason":null}]}\n\n`
@@ -108,6 +108,28 @@ describe('inspectEvent', () => {
   it('forwards an event that contains "usage": but is not JSON unchanged', () => {
     const input = event('data: {"usage": broken\n\n')
     for (const strip of [false, true]) expect(inspectEvent(input, strip)).toEqual({ forward: input, usage: null })
+  })
+})
+
+describe('events written with spaces (Python json.dumps style), and bytes that are not UTF-8', () => {
+  // Regression (audit): a backend writing `"content": "Hi"` never had its time to first token
+  // recorded, and its `"usage": null` members reached a client that had not asked for usage.
+  it('finds generated output however JSON is spaced, and not in a role-only delta', () => {
+    expect(carriesContent(event('data: {"choices": [{"delta": {"content": "Hi"}}]}\n\n'))).toBe(true)
+    expect(carriesContent(event('data: {"choices": [{"delta": {"tool_calls" : [ {"index": 0}]}}]}\n\n'))).toBe(true)
+    expect(carriesContent(event('data: {"choices": [{"delta": {"role": "assistant", "content": ""}}]}\n\n'))).toBe(false)
+  })
+
+  it('strips a spaced trailing "usage": null when stripping', () => {
+    const spaced = 'data: {"id": "c", "choices": [{"delta": {"content": "Hi"}}], "usage": null}\n\n'
+    expect(inspectEvent(event(spaced), true).forward!.toString('utf8')).toBe('data: {"id": "c", "choices": [{"delta": {"content": "Hi"}}]}\n\n')
+  })
+
+  // Regression (audit): the parsing path re-encoded a decoded string, turning bytes that are not UTF-8 into U+FFFD.
+  it('keeps bytes that are not UTF-8 when it cuts a trailing "usage":null out', () => {
+    const input = Buffer.concat([Buffer.from('event: message\ndata: {"choices":[{"delta":{"content":"'), Buffer.from([0xff, 0xc3]), Buffer.from('"}}],"usage":null}\n\n')])
+    const expected = Buffer.concat([Buffer.from('event: message\ndata: {"choices":[{"delta":{"content":"'), Buffer.from([0xff, 0xc3]), Buffer.from('"}}]}\n\n')])
+    expect(inspectEvent(input, true).forward!.equals(expected)).toBe(true)
   })
 })
 
