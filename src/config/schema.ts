@@ -59,7 +59,8 @@ export const StateConfig = Type.Object(
   {
     kind: stringEnum(['memory', 'redis'] as const, { default: 'memory' }),
     redis_url: Type.Optional(Type.String({ pattern: '^rediss?://' })),
-    key_prefix: Type.String({ default: 'sluice:' }),
+    // No braces: one in the prefix would become the hash tag of every key, in place of the model's and the API key's.
+    key_prefix: Type.String({ default: 'sluice:', pattern: '^[^{}]*$', description: 'a prefix without "{" or "}" (the keys carry their own hash tags)' }),
   },
   closed,
 )

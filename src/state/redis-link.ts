@@ -20,6 +20,7 @@ import { KEY_SCRIPTS, type KeyScript } from './lua/key-scripts.js'
 import { SLOT_SCRIPTS, type SlotScript } from './lua/slot-scripts.js'
 import { replicaChannel } from './redis-keys.js'
 import { loggableRedisError, redactedRedisUrl, redisUrlSecrets, type LoggableError } from './redis-url.js'
+import { serverProblem, serverRefusal } from './redis-server-check.js'
 
 /** Thrown when Redis cannot answer a call (down, failing or over budget): admission goes local. */
 export class RedisUnavailable extends Error {
@@ -110,7 +111,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
       enableAutoPipelining: true,
     })
     for (const [name, lua] of Object.entries({ ...SLOT_SCRIPTS, ...KEY_SCRIPTS, ...HEALTH_SCRIPTS })) this.#client.defineCommand(name, { lua })
-    this.#client.on('ready', () => this.#markUp())
+    this.#client.on('ready', () => void this.#admitServer())
     this.#client.on('close', () => this.#markDown('connection closed'))
     this.#client.on('error', (error: Error) => {
       this.#lastError = this.loggable(error)
@@ -151,11 +152,32 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
   /** Runs one script (defined with `defineCommand`); rejects with RedisUnavailable. */
   run(script: ScriptName, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     const call = (this.#client as unknown as Record<ScriptName, ScriptCall>)[script].bind(this.#client)
-    return this.track(call(keys.length, ...keys, ...args).catch(unavailable))
+    return this.track(call(keys.length, ...keys, ...args).catch(this.#unavailable))
   }
 
   zrem(key: string, member: string): Promise<unknown> {
-    return this.track(this.#client.zrem(key, member).catch(unavailable))
+    return this.track(this.#client.zrem(key, member).catch(this.#unavailable))
+  }
+
+  /** A failed call: RedisUnavailable. A server refusing the scripts (a failover made it a replica) is down until a check finds it usable. */
+  readonly #unavailable = (error: unknown): never => {
+    const refusal = serverRefusal(error)
+    if (refusal !== null) this.#markDown(`Redis refused a call (${refusal}): it cannot hold the shared state`)
+    throw new RedisUnavailable(error instanceof Error ? error.message : String(error))
+  }
+
+  /** Up once the server can hold the shared state (redis-server-check.ts); down, saying why, when it cannot. */
+  async #admitServer(): Promise<void> {
+    let problem: string | null = null
+    try {
+      problem = await this.budgeted(serverProblem(this.#client), () => undefined, Math.max(250, this.timings.healthIntervalMs))
+    } catch {
+      // Cannot tell (no answer in time, an ACL forbids ROLE): the health check decides on its own.
+    }
+    // The connection went meanwhile: its 'close' marked it down.
+    if (this.#client.status !== 'ready') return
+    if (problem === null) this.#markUp()
+    else this.#markDown(problem)
   }
 
   /**
@@ -242,7 +264,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     const timeoutMs = Math.max(250, this.timings.healthIntervalMs)
     try {
       await this.budgeted(this.#client.ping(), () => undefined, timeoutMs)
-      this.#markUp()
+      if (this.#state !== 'up') await this.#admitServer()
     } catch (error) {
       this.#markDown(this.loggable(error).message)
       // A server that stopped answering: drop the connection so pending calls fail now, and reconnect.
@@ -301,10 +323,6 @@ function parseReplicaMessage(raw: string): ReplicaMessage | null {
   } catch {
     return null
   }
-}
-
-function unavailable(error: unknown): never {
-  throw new RedisUnavailable(error instanceof Error ? error.message : String(error))
 }
 
 async function quit(client: Redis): Promise<void> {

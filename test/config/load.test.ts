@@ -319,6 +319,14 @@ models:
     expect(found.find((issue) => issue.path === 'default_model')?.message).toBe('names no configured model (have: m1)')
   })
 
+  // Regression (audit): key_prefix "{}" became every key's hash tag, and every script failed with CROSSSLOT on a cluster.
+  it('refuses a key_prefix with a brace', () => {
+    for (const prefix of ['{}', 'a{b', 'x}']) {
+      expect(paths(issues(`${MODEL}state: { kind: redis, redis_url: "redis://h:1", key_prefix: "${prefix}" }\n`))).toEqual(['state.key_prefix'])
+    }
+    expect(ok(`${MODEL}state: { kind: redis, redis_url: "redis://h:1", key_prefix: "team-a:" }\n`).state.key_prefix).toBe('team-a:')
+  })
+
   it('requires redis_url when state.kind is redis', () => {
     expect(issues(`${MODEL}state: { kind: redis }\n`)).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('redis') }])
     expect(ok(`${MODEL}state: { kind: redis, redis_url: "redis://127.0.0.1:6379" }\n`).state.redis_url).toBe('redis://127.0.0.1:6379')

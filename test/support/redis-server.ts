@@ -9,7 +9,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer, connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, type TestContext } from 'vitest'
 import { Redis } from 'ioredis'
 
@@ -83,7 +86,9 @@ export function uniquePrefix(label = 'test'): string {
 }
 
 /** `requirePassword`: the server refuses clients that do not AUTH with it (its url carries none). */
-export async function startTestRedis(options: { requirePassword?: string } = {}): Promise<TestRedis> {
+/** `args`: more redis-server arguments (`--replicaof`, `--cluster-enabled`); such a server is never REDIS_URL's. */
+export async function startTestRedis(options: { requirePassword?: string; args?: readonly string[] } = {}): Promise<TestRedis> {
+  if (externalUrl !== undefined && options.args !== undefined) throw new Error('REDIS_URL given: a server with its own arguments cannot be started (call skipUnlessControllable on another first)')
   if (externalUrl !== undefined) {
     const port = Number(new URL(externalUrl).port || 6379)
     const refuse = () => Promise.reject(new Error('REDIS_URL given: this server is not the tests’ to stop'))
@@ -93,10 +98,13 @@ export async function startTestRedis(options: { requirePassword?: string } = {})
     return { url: externalUrl, port, controllable: false, stop: refuse, start: refuse, pause: refuseNow, resume: refuseNow, close: async () => undefined }
   }
   const port = await freePort()
+  // Its own directory: a replica's full sync writes dump.rdb there even with --save '' (it was the working directory).
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-redis-'))
   let child: ChildProcess | null = null
   const start = async () => {
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir]
     if (options.requirePassword !== undefined) args.push('--requirepass', options.requirePassword)
+    args.push(...(options.args ?? []))
     child = spawn('redis-server', args, { stdio: 'ignore' })
     await untilAnswers(port, child)
   }
@@ -114,6 +122,7 @@ export async function startTestRedis(options: { requirePassword?: string } = {})
   const close = async () => {
     child?.kill('SIGCONT')
     await stop()
+    await rm(dir, { recursive: true, force: true })
   }
   await start()
   return { url: `redis://127.0.0.1:${port}`, port, controllable: true, start, stop, pause: () => signal('SIGSTOP'), resume: () => signal('SIGCONT'), close }

@@ -1,0 +1,29 @@
+/**
+ * Whether the server at `redis_url` can hold the shared state. The client is
+ * a standalone one: it writes, and follows no MOVED reply. A read-only
+ * replica refuses every script (READONLY), and a Redis Cluster node answers
+ * MOVED for the hash slots it does not hold; either way each call failed
+ * and admission fell back to local limits, while `/readyz` and
+ * `sluice_redis_up` said Redis was up. Such a server now counts as down,
+ * with the reason in the log.
+ */
+import type { Redis } from 'ioredis'
+
+/** Replies that say this server will not run the shared state's scripts, however often they are sent. */
+const REFUSALS = /^(READONLY|MOVED|ASK|CROSSSLOT|CLUSTERDOWN)\b/
+
+/** The refusal an error is (its reply's first word), or null for any other failure. */
+export function serverRefusal(error: unknown): string | null {
+  const message = error instanceof Error ? error.message : String(error)
+  return REFUSALS.exec(message)?.[1] ?? null
+}
+
+/** Why the server cannot hold the shared state, or null when it can (or cannot tell: an ACL may forbid ROLE). */
+export async function serverProblem(client: Redis): Promise<string | null> {
+  const role = (await client.call('ROLE')) as unknown[]
+  if (role[0] !== 'master') return 'the server at redis_url is a read-only replica: point redis_url at its primary'
+  if (!/^cluster_enabled:1\b/m.test(await client.info('cluster'))) return null
+  const cluster = String(await client.call('CLUSTER', 'INFO'))
+  if (/^cluster_known_nodes:1\b/m.test(cluster) && /^cluster_slots_assigned:16384\b/m.test(cluster)) return null
+  return 'the server at redis_url is a Redis Cluster node that does not hold every hash slot: the gateway talks to one standalone primary and follows no MOVED reply'
+}

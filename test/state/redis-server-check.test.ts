@@ -1,0 +1,105 @@
+/**
+ * A server at redis_url that cannot hold the shared state: a read-only
+ * replica, a Redis Cluster node without every hash slot, a primary that a
+ * failover turned into a replica. Each made every admission call fail into
+ * local limits while /readyz said Redis was up and sluice_redis_up was 1,
+ * with nothing logged (a black-box audit). Now each counts as Redis down,
+ * with the reason logged, until a check finds the server usable again.
+ */
+import { randomUUID } from 'node:crypto'
+import { rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Redis } from 'ioredis'
+import { expect, it } from 'vitest'
+import { makeKey, type TestGateway } from '../support/gateway.js'
+import { startRedisTestGateway } from '../support/redis-gateway.js'
+import { describeWithRedis, skipUnlessControllable, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { scrapeMetric, until } from '../support/metrics.js'
+import { trackedAfterEach } from '../support/tracked.js'
+
+const key = makeKey('team-a', ['chat'])
+const cleanups = trackedAfterEach()
+
+async function redis(args?: readonly string[]): Promise<TestRedis> {
+  const started = await startTestRedis(args === undefined ? {} : { args })
+  cleanups.push(() => started.close())
+  return started
+}
+
+async function gatewayOn(redisUrl: string): Promise<TestGateway> {
+  const backend = await cleanups.standIn({ tokens: 2 })
+  const gw = await startRedisTestGateway(
+    {
+      server: { shutdown_grace_ms: 200 },
+      state: { kind: 'redis', redis_url: redisUrl, key_prefix: uniquePrefix('server-check') },
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', backends: [{ url: backend.url }] }],
+    },
+    { healthIntervalMs: 100 },
+  )
+  cleanups.push(() => gw.shutdown())
+  return gw
+}
+
+/** Redis counts as down for `reason`: logged, /readyz 503 naming Redis, sluice_redis_up 0. */
+async function expectDownFor(gw: TestGateway, reason: string): Promise<void> {
+  await until(() => gw.logLines().some((line) => line.msg?.toString().startsWith('Redis unreachable') === true && String(line.reason).includes(reason)), `Redis down for ${reason}`)
+  const ready = await fetch(`${gw.url}/readyz`)
+  expect(ready.status).toBe(503)
+  expect(await ready.json()).toMatchObject({ redis: 'down' })
+  expect(await scrapeMetric(gw.url, 'sluice_redis_up')).toBe(0)
+}
+
+const chat = (gw: TestGateway) =>
+  fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+  })
+
+describeWithRedis('a Redis server that cannot hold the shared state', () => {
+  it('a read-only replica: Redis down, saying so', async (context) => {
+    const primary = await redis()
+    skipUnlessControllable(primary, context)
+    const replica = await redis(['--replicaof', '127.0.0.1', String(primary.port)])
+
+    const gw = await gatewayOn(replica.url)
+
+    await expectDownFor(gw, 'read-only replica')
+    // Served on local limits meanwhile.
+    expect((await chat(gw)).status).toBe(200)
+  })
+
+  it('a Redis Cluster node that does not hold every hash slot: Redis down, saying so', async (context) => {
+    const probe = await redis()
+    skipUnlessControllable(probe, context)
+    const nodes = join(tmpdir(), `sluice-nodes-${randomUUID()}.conf`)
+    cleanups.push(() => rm(nodes, { force: true }))
+    const node = await redis(['--cluster-enabled', 'yes', '--cluster-config-file', nodes])
+
+    const gw = await gatewayOn(node.url)
+
+    await expectDownFor(gw, 'Redis Cluster node')
+  })
+
+  it('a primary a failover turns into a replica: down at the first refused call, up again once it is a primary', async (context) => {
+    const server = await redis()
+    skipUnlessControllable(server, context)
+    const other = await redis()
+    const gw = await gatewayOn(server.url)
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
+    const admin = new Redis(server.url, { lazyConnect: true })
+    cleanups.push(() => admin.quit())
+    await admin.connect()
+
+    await admin.call('REPLICAOF', '127.0.0.1', String(other.port))
+    // Its admission script is refused (READONLY); the answer comes on local limits.
+    expect((await chat(gw)).status).toBe(200)
+    await expectDownFor(gw, 'READONLY')
+
+    await admin.call('REPLICAOF', 'NO', 'ONE')
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up again')
+    expect(gw.logLines().some((line) => line.msg === 'Redis reachable again: admission uses the shared state')).toBe(true)
+  })
+})
