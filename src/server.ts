@@ -77,6 +77,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
 
   async function reload(next: GatewayConfig): Promise<void> {
     if (closing !== null) throw new Error('the gateway is shutting down')
+    refuseSharedStateChanges(current.config, next)
     // Against the settings the listeners were opened with: a reload never moves them.
     warnAboutListenerChanges(logger, config, next)
     // Set before the new generation is built: the loggers it derives take the level they are made with.
@@ -153,6 +154,20 @@ export class StartError extends Error {
     super(`cannot start: ${reason}`, { cause })
     this.name = 'StartError'
   }
+}
+
+/**
+ * Where admission state lives changes only on restart. The requests running
+ * and queued under the old generation are counted where it keeps them (this
+ * process, or one Redis under one prefix): a new generation counting
+ * elsewhere would not see them, and a black-box audit saw a backend get
+ * twice its slots and a key run past max_concurrency after such a reload.
+ */
+function refuseSharedStateChanges(before: GatewayConfig, after: GatewayConfig): void {
+  // In memory mode the Redis keys are not read: changing them moves nothing.
+  const keys = before.state.kind === 'memory' && after.state.kind === 'memory' ? [] : (['kind', 'redis_url', 'key_prefix'] as const)
+  const changed = keys.filter((key) => before.state[key] !== after.state[key])
+  if (changed.length > 0) throw new Error(`${changed.map((k) => `state.${k}`).join(', ')} change only on restart: the requests running under the current one would not be counted`)
 }
 
 function warnAboutListenerChanges(logger: Logger, before: GatewayConfig, after: GatewayConfig): void {

@@ -1,7 +1,9 @@
 /**
- * A reload cannot move the listeners (host, port, metrics_port): it says so
- * with a warn line. The comparison is with the listeners actually open, so a
- * reload that asks for them again after one that asked for others is quiet.
+ * What a reload cannot change. The listeners (host, port, metrics_port): a
+ * warn line, compared with the listeners actually open, so a reload that
+ * asks for them again after one that asked for others is quiet. Where the
+ * admission state lives (state.kind, redis_url, key_prefix): the reload is
+ * refused, and the current config keeps serving.
  */
 import { describe, expect, it } from 'vitest'
 import { configFrom, makeKey } from '../support/gateway.js'
@@ -26,5 +28,29 @@ describe('a reload that changes listener settings', () => {
 
     await gw.reload(configFrom(config({ host: '0.0.0.0' })))
     expect(warnings().map((line) => line.keys)).toEqual([['server.metrics_port'], ['server.host']])
+  })
+})
+
+describe('a reload that moves the admission state', () => {
+  const config = (state: Record<string, unknown>) => ({ server: { port: 0 }, state, auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+
+  // Regression (audit): memory -> redis let a backend run twice its slots and a key past max_concurrency:
+  // the requests running under the old generation were not counted where the new one looked.
+  it('is refused, naming what changed, and the current state keeps serving', async () => {
+    const gw = await cleanups.gateway(config({ kind: 'memory' }))
+
+    await expect(gw.reload(configFrom(config({ kind: 'redis', redis_url: 'redis://127.0.0.1:1' })))).rejects.toThrow('state.kind, state.redis_url change only on restart')
+
+    expect(gw.context.config.state.kind).toBe('memory')
+    // Keys only Redis mode reads may change in memory mode.
+    await gw.reload(configFrom(config({ kind: 'memory', key_prefix: 'other:' })))
+  })
+
+  it('in redis mode, another key_prefix or redis_url is refused too', async () => {
+    const redisState = { kind: 'redis', redis_url: 'redis://127.0.0.1:1', key_prefix: 'a:' }
+    const gw = await cleanups.redisGateway(config(redisState))
+
+    await expect(gw.reload(configFrom(config({ ...redisState, key_prefix: 'b:' })))).rejects.toThrow('state.key_prefix change only on restart')
+    await expect(gw.reload(configFrom(config({ ...redisState, redis_url: 'redis://127.0.0.1:2' })))).rejects.toThrow('state.redis_url change only on restart')
   })
 })
