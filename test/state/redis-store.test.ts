@@ -180,6 +180,31 @@ describeWithRedis('Redis store', () => {
       }
     })
 
+    // Regression (audit): the arrival counter and the heartbeat set never expired, one pair per model ever served.
+    it('every key a queued request writes expires within one lease TTL of the last arrival or heartbeat', async () => {
+      const prefix = uniquePrefix('ttls')
+      const ttl = 600
+      const link = await openLink(prefix, { ...CONTRACT_TIMINGS, leaseTtlMs: ttl, backstopMs: 100 })
+      const slots = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const held = await slots.acquire(request(0))
+      const waiting = slots.acquire(request(0))
+      await settle()
+      const keys = modelKeys(prefix, 'shared', ['a'])
+      const inspect = new Redis(redis.url)
+      try {
+        expect(await inspect.zcard(keys.queue)).toBe(1)
+        for (const key of [keys.seq, keys.owners]) {
+          const pttl = await inspect.pttl(key)
+          expect(pttl, key).toBeGreaterThan(0)
+          expect(pttl, key).toBeLessThanOrEqual(ttl)
+        }
+        held.release()
+        ;(await waiting).release()
+      } finally {
+        inspect.disconnect()
+      }
+    })
+
     it('frees the slots of a replica that stopped renewing them within one lease TTL, and drops its waiters', async () => {
       const prefix = uniquePrefix('expiry')
       const ttl = 600

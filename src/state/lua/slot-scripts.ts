@@ -29,6 +29,8 @@ if mode == 'try' or redis.call('ZCARD', Q) == 0 then
   if mode == 'try' then return reply({ status = 'none' }) end
 end
 local seq = redis.call('INCR', SEQ)
+-- Kept alive by every arrival and heartbeat (SYNC); once it lapses no waiter is left to order against.
+redis.call('PEXPIRE', SEQ, ttl)
 local member = prio .. ':' .. string.format('%016x', seq) .. ':' .. id
 -- Ordering is the sorted set's own (byte-wise), never Lua string comparison (locale-dependent).
 redis.call('ZADD', Q, 0, member)
@@ -49,6 +51,8 @@ if redis.call('ZCARD', Q) > max_queue then
 end
 redis.call('HSET', W, id, member)
 redis.call('ZADD', OWN, now + ttl, me)
+-- The set lapses with its newest heartbeat: a model no replica queues for leaves no key behind.
+redis.call('PEXPIRE', OWN, ttl)
 return reply({ status = 'queued', seq = seq, evicted = evicted })
 `
 
@@ -130,6 +134,8 @@ return reply({ status = 'left' })
  */
 const SYNC = `
 redis.call('ZADD', OWN, now + ttl, me)
+redis.call('PEXPIRE', OWN, ttl)
+redis.call('PEXPIRE', SEQ, ttl)
 prune()
 local mine, granted, gone = {}, {}, {}
 for k = rest, #ARGV do
