@@ -34,6 +34,13 @@ export function isDone(event: Buffer): boolean {
   return data !== null && data.startsWith('[DONE]')
 }
 
+const DATA_FIELD = Buffer.from('data:')
+
+/** An event whose first line is a `data:` field: vLLM's chunks are one such line each. */
+function startsWithData(event: Buffer): boolean {
+  return event.length >= DATA_FIELD.length && event.compare(DATA_FIELD, 0, DATA_FIELD.length, 0, DATA_FIELD.length) === 0
+}
+
 /** One event after the others of a chunk; no array for the usual chunk of one event. */
 function appended(out: Buffer | Buffer[] | null, event: Buffer): Buffer | Buffer[] {
   if (out === null) return event
@@ -47,7 +54,7 @@ export class SseRelay {
   readonly #stripInjectedUsage: boolean
   #usage: TokenUsage | null = null
   #contentSeen = false
-  /** Whole events seen before `[DONE]`, for the estimate when no usage comes (usage-estimate.ts). */
+  /** Data events seen before `[DONE]`, for the estimate when no usage comes (usage-estimate.ts). */
   #events = 0
   /** `[DONE]` came: the answer is whole, and nothing after it is the client's. */
   #done = false
@@ -62,7 +69,11 @@ export class SseRelay {
     return this.#usage
   }
 
-  /** Whole events the upstream sent before `data: [DONE]`. */
+  /**
+   * Data events the upstream sent before `data: [DONE]`: not comments
+   * (keep-alives), nor the pieces of an event that outgrew the splitter's
+   * bound, nor a stray line break, which carry no token.
+   */
   get events(): number {
     return this.#events
   }
@@ -86,7 +97,7 @@ export class SseRelay {
         out = appended(out, event)
         break
       }
-      this.#events++
+      if (startsWithData(event)) this.#events++
       const verdict = inspectEvent(event, this.#stripInjectedUsage)
       if (verdict.usage !== null) this.#usage = verdict.usage
       if (verdict.forward === null) continue

@@ -9,7 +9,7 @@
  * - a prompt token per 4 characters of the messages' text (string contents
  *   and `text` parts; the usual rule of thumb; the chat template's own
  *   tokens and tool definitions are not counted);
- * - a completion token per event after the first (vLLM sends a role-only
+ * - a completion token per data event after the first (vLLM sends a role-only
  *   event first, then one per token by default; several tokens to an event
  *   under `stream_interval` or speculative decoding make it low).
  */

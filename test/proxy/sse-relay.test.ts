@@ -99,6 +99,16 @@ describe('SseRelay', () => {
     expect(relay.events).toBe(1)
   })
 
+  // Regression (audit): every piece counted as a completion token in the estimate: 200,000 keep-alive
+  // comments with no output were charged 199,999 tokens, a 3 MB event about 12.
+  it('counts only data events for the estimate: not comments, stray line breaks or the pieces of an oversized event', () => {
+    const relay = new SseRelay(false)
+    relay.push(Buffer.from(`${roleChunk}: ping\n\n\n${tokenChunk('a')}: ping\n\n`))
+    relay.push(Buffer.from(`data: {"choices":[{"delta":{"content":"${'x'.repeat(3 * 256 * 1024)}"}}]}\n\n`))
+    relay.push(Buffer.from('data: [DONE]\n\n'))
+    expect(relay.events).toBe(3)
+  })
+
   const failureBody = new GatewayError('upstream_bad_response', 'Upstream backend "b1" closed the connection before answering.').toBody()
 
   it('closes a failed stream with an error event and [DONE], dropping an unfinished event the client never saw', () => {
