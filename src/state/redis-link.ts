@@ -256,7 +256,8 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     clearTimeout(this.#reconcileAgain)
     this.#channels.clear()
     this.#models.clear()
-    await Promise.all([quit(this.#client), quit(this.#subscriber)])
+    const waitMs = Math.max(250, this.timings.healthIntervalMs)
+    await Promise.all([quit(this.#client, waitMs), quit(this.#subscriber, waitMs)])
   }
 
   async #checkHealth(): Promise<void> {
@@ -325,7 +326,23 @@ function parseReplicaMessage(raw: string): ReplicaMessage | null {
   }
 }
 
-async function quit(client: Redis): Promise<void> {
+/**
+ * Closes a connection, waiting at most `waitMs` for Redis: a frozen one
+ * (SIGSTOP, a hung host) never answers, and a drain waiting on it never
+ * exited (a black-box audit: SIGTERM, then nothing until Redis was thawed).
+ */
+async function quit(client: Redis, waitMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const givenUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))
+  try {
+    await Promise.race([flushAndQuit(client), givenUp])
+  } finally {
+    clearTimeout(timer)
+    client.disconnect()
+  }
+}
+
+async function flushAndQuit(client: Redis): Promise<void> {
   try {
     // With auto-pipelining, commands issued just before (a drain's last slot
     // releases) wait for the next tick, while QUIT leaves at once and closes
@@ -336,6 +353,5 @@ async function quit(client: Redis): Promise<void> {
   } catch {
     // Closing anyway.
   }
-  client.disconnect()
 }
 

@@ -5,6 +5,7 @@
  * local limits while /readyz said Redis was up and sluice_redis_up was 1,
  * with nothing logged (a black-box audit). Now each counts as Redis down,
  * with the reason logged, until a check finds the server usable again.
+ * And a frozen server does not hold a drain.
  */
 import { randomUUID } from 'node:crypto'
 import { rm } from 'node:fs/promises'
@@ -101,5 +102,31 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
     await admin.call('REPLICAOF', 'NO', 'ONE')
     await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up again')
     expect(gw.logLines().some((line) => line.msg === 'Redis reachable again: admission uses the shared state')).toBe(true)
+  })
+})
+
+describeWithRedis('a drain while Redis is frozen', () => {
+  // Regression (audit): SIGTERM logged "draining", then nothing until Redis was thawed: closing the
+  // connections waited for a PING that a frozen server never answers.
+  it('ends: the gateway does not wait for a Redis that never answers', async (context) => {
+    const server = await redis()
+    skipUnlessControllable(server, context)
+    const backend = await cleanups.standIn({ tokens: 2 })
+    const gw = await startRedisTestGateway(
+      {
+        server: { shutdown_grace_ms: 200 },
+        state: { kind: 'redis', redis_url: server.url, key_prefix: uniquePrefix('frozen') },
+        auth: { keys: [key.entry] },
+        models: [{ name: 'm', backends: [{ url: backend.url }] }],
+      },
+      { healthIntervalMs: 100 },
+    )
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
+    expect((await chat(gw)).status).toBe(200)
+
+    server.pause()
+    await gw.shutdown()
+
+    expect(gw.logLines().some((line) => line.level === 50)).toBe(false)
   })
 })
