@@ -16,6 +16,12 @@ describe('numbers beyond the double range', () => {
     expect(mayHoldNonFiniteNumber('{"a":1.5e10,"b":123456}')).toBe(false)
     expect(mayHoldNonFiniteNumber('{"a":1e400}')).toBe(true)
     expect(mayHoldNonFiniteNumber(`{"a":${'9'.repeat(400)}}`)).toBe(true)
+    // Exactly at the edges, and a run that starts after other characters or ends the text.
+    expect(mayHoldNonFiniteNumber(`{"a":${'9'.repeat(308)}}`)).toBe(false)
+    expect(mayHoldNonFiniteNumber(`x${'1'.repeat(309)}`)).toBe(true)
+    expect(mayHoldNonFiniteNumber(`${'1'.repeat(308)} ${'1'.repeat(308)}`)).toBe(false)
+    expect(mayHoldNonFiniteNumber('{"a":1E+308}')).toBe(true)
+    expect(mayHoldNonFiniteNumber('{"a":1e-400,"b":2e99}')).toBe(false)
   })
 
   it('finds the dotted path of the first non-finite number', () => {
