@@ -149,7 +149,20 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   reply.hijack()
   headers['x-accel-buffering'] = 'no'
   res.writeHead(200, headers)
-  res.on('drain', () => answer.call.resume())
+  // The client stopped reading: the backend is paused, and undici's idle timeout does not run while it
+  // is. A client that reads nothing more for idle_ms is let go of, or one idle socket held a slot for good.
+  let stalled: NodeJS.Timeout | undefined
+  res.on('drain', () => {
+    clearTimeout(stalled)
+    stalled = undefined
+    answer.call.resume()
+  })
+  res.on('close', () => clearTimeout(stalled))
+  const letGoOfStalledClient = (): void => {
+    request.log.info({ request_id: request.facts.requestId, idle_ms: job.route.settings.timeouts.idle_ms }, 'client read nothing of its stream for idle_ms: connection closed')
+    answer.call.abort(new Error('The client stopped reading.'))
+    res.destroy()
+  }
   const usage = () => relay.usage ?? estimatedStreamUsage(job.messages, relay.events)
   // Ahead of the access log's listener (access-log.ts), so a cut stream's line carries the tokens charged.
   res.prependListener('close', () => settle(usage()))
@@ -163,7 +176,11 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
         request.facts.ttftMs = reply.elapsedTime
         ctx.metrics.timeToFirstToken.observe({ model }, reply.elapsedTime / 1000)
       }
-      if (!relay.complete) return out === null || res.write(out)
+      if (!relay.complete) {
+        if (out === null || res.write(out)) return true
+        stalled ??= setTimeout(letGoOfStalledClient, job.route.settings.timeouts.idle_ms)
+        return false
+      }
       // [DONE]: the client's answer ends now, whether or not the backend ends its own.
       res.end(out ?? undefined)
       lingering = setTimeout(letGoOfLingering, AFTER_DONE_GRACE_MS)

@@ -326,6 +326,42 @@ describe('a client that leaves while its slow reading holds the backend back', (
   })
 })
 
+describe('a client that stops reading its stream and stays connected', () => {
+  // Regression (audit): the backend was paused, undici's idle timeout does not run on a paused
+  // exchange, and nothing else ended it: four such sockets held a model's four slots for good.
+  it('is let go of after idle_ms of reading nothing: the upstream aborted, the slot freed, logged 499', async () => {
+    const event = `data: ${contentChunk('x'.repeat(4000), false)}\n\n`
+    const backendBlocked = deferred()
+    let backendClosed!: Promise<unknown>
+    const b = await backend((res) => {
+      backendClosed = once(res, 'close')
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const pump = (): void => {
+        for (;;) {
+          if (res.write(event)) continue
+          backendBlocked.resolve()
+          return void res.once('drain', pump)
+        }
+      }
+      pump()
+    })
+    const gw = await gateway(b.url, { timeouts: { idle_ms: 300 } })
+
+    const body = JSON.stringify({ model: 'm', messages, stream: true })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(() => socket.destroy())
+    // Connected, and never reads.
+    socket.pause()
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key.token}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+    await backendBlocked.promise
+
+    await backendClosed
+    await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '499' })) === 1, 'the request logged as 499', 2000)
+    expect(gw.logLines().some((line) => line.msg === 'client read nothing of its stream for idle_ms: connection closed')).toBe(true)
+    await expectSlotFree(gw, b)
+  })
+})
+
 describe('a stream request whose answer is not an event stream', () => {
   const OLD_VLLM_ERROR = '{"object":"error","message":"bad","type":"BadRequestError","param":null,"code":400}'
   const CASES: readonly { readonly name: string; readonly status: number; readonly type: string; readonly body: string }[] = [
