@@ -288,38 +288,50 @@ describe('a backend that sends [DONE] and then keeps its stream open', () => {
   })
 })
 
+/** A backend that writes events as fast as it may; `blocked` once its writes back up, `closed` when its response goes. */
+async function pumpingBackend(): Promise<Backend & { readonly blocked: Promise<void>; closed: () => Promise<unknown>; finished: () => boolean }> {
+  const event = `data: ${contentChunk('x'.repeat(4000), false)}\n\n`
+  const blocked = deferred()
+  let closed!: Promise<unknown>
+  let finished = false
+  const b = await backend((res) => {
+    closed = once(res, 'close')
+    res.on('finish', () => (finished = true))
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    const pump = (): void => {
+      for (;;) {
+        if (res.write(event)) continue
+        blocked.resolve()
+        return void res.once('drain', pump)
+      }
+    }
+    pump()
+  })
+  return Object.assign(b, { blocked: blocked.promise, closed: () => closed, finished: () => finished })
+}
+
+/** A client that sends a stream request and never reads its answer. */
+function nonReadingClient(gw: TestGateway) {
+  const body = JSON.stringify({ model: 'm', messages, stream: true })
+  const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+  cleanups.push(() => socket.destroy())
+  socket.pause()
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key.token}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  return socket
+}
+
 describe('a client that leaves while its slow reading holds the backend back', () => {
   it('the upstream request is aborted, the slot freed, and the request logged as 499 (no upstream error)', async () => {
-    const event = `data: ${contentChunk('x'.repeat(4000), false)}\n\n`
-    const backendBlocked = deferred()
-    let backendClosed!: Promise<unknown>
-    let finished = false
-    const b = await backend((res) => {
-      backendClosed = once(res, 'close')
-      res.on('finish', () => (finished = true))
-      res.writeHead(200, { 'content-type': 'text/event-stream' })
-      const pump = (): void => {
-        for (;;) {
-          if (res.write(event)) continue
-          backendBlocked.resolve()
-          return void res.once('drain', pump)
-        }
-      }
-      pump()
-    })
+    const b = await pumpingBackend()
     const gw = await gateway(b.url)
 
-    const body = JSON.stringify({ model: 'm', messages, stream: true })
-    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
-    cleanups.push(() => socket.destroy())
     // The client never reads: the gateway's writes back up, and so must the backend's.
-    socket.pause()
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key.token}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
-    await backendBlocked.promise
+    const socket = nonReadingClient(gw)
+    await b.blocked
     socket.destroy()
 
-    await backendClosed
-    expect(finished).toBe(false)
+    await b.closed()
+    expect(b.finished()).toBe(false)
     await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '499' })) === 1, 'the request logged as 499', 2000)
     expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm' })).toBe(0)
     await expectSlotFree(gw, b)
@@ -330,32 +342,14 @@ describe('a client that stops reading its stream and stays connected', () => {
   // Regression (audit): the backend was paused, undici's idle timeout does not run on a paused
   // exchange, and nothing else ended it: four such sockets held a model's four slots for good.
   it('is let go of after idle_ms of reading nothing: the upstream aborted, the slot freed, logged 499', async () => {
-    const event = `data: ${contentChunk('x'.repeat(4000), false)}\n\n`
-    const backendBlocked = deferred()
-    let backendClosed!: Promise<unknown>
-    const b = await backend((res) => {
-      backendClosed = once(res, 'close')
-      res.writeHead(200, { 'content-type': 'text/event-stream' })
-      const pump = (): void => {
-        for (;;) {
-          if (res.write(event)) continue
-          backendBlocked.resolve()
-          return void res.once('drain', pump)
-        }
-      }
-      pump()
-    })
+    const b = await pumpingBackend()
     const gw = await gateway(b.url, { timeouts: { idle_ms: 300 } })
 
-    const body = JSON.stringify({ model: 'm', messages, stream: true })
-    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
-    cleanups.push(() => socket.destroy())
     // Connected, and never reads.
-    socket.pause()
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key.token}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
-    await backendBlocked.promise
+    nonReadingClient(gw)
+    await b.blocked
 
-    await backendClosed
+    await b.closed()
     await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '499' })) === 1, 'the request logged as 499', 2000)
     expect(gw.logLines().some((line) => line.msg === 'client read nothing of its stream for idle_ms: connection closed')).toBe(true)
     await expectSlotFree(gw, b)
