@@ -11,11 +11,12 @@
  * would reach an upstream without the label it was sent with.
  */
 import { isUtf8 } from 'node:buffer'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import secureJson from 'secure-json-parse'
 import { GatewayError } from '../errors/gateway-error.js'
 import { firstNonFiniteNumber, MAX_DEPTH, mayHoldNonFiniteNumber, nestingDepth } from '../json/json-limits.js'
 import { prototypeKeyPath } from '../json/prototype-keys.js'
+import { readBody } from './body-reader.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -32,42 +33,37 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
   app.decorateRequest('rawBody', null)
   // Only JSON is accepted: any other content type (text/plain included) is 415.
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    const raw = body as Buffer
-    request.rawBody = raw
+  const limit = app.initialConfig.bodyLimit ?? 1024 * 1024
+  app.addContentTypeParser('application/json', (request, payload, done) => {
     const encoding = request.headers['content-encoding']
+    // Before the body is read: it would not be used.
     if (encoding !== undefined && !isIdentity(encoding)) {
       done(new GatewayError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported: send the body uncompressed.`), undefined)
       return
     }
-    if (raw.length === 0) {
-      done(new InvalidJsonError('the body is empty'), undefined)
-      return
-    }
-    if (!isUtf8(raw)) {
-      done(new InvalidJsonError('it is not valid UTF-8'), undefined)
-      return
-    }
-    if (nestingDepth(raw) > MAX_DEPTH) {
-      done(new InvalidJsonError(`it nests objects and arrays deeper than ${MAX_DEPTH} levels`), undefined)
-      return
-    }
-    let parsed: unknown
-    const text = raw.toString('utf8')
-    try {
-      parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
-    } catch (error) {
-      done(refusalOf(text, error as Error), undefined)
-      return
-    }
-    const huge = mayHoldNonFiniteNumber(text) ? firstNonFiniteNumber(parsed) : null
-    if (huge !== null) {
-      const param = huge === '' ? null : huge
-      done(new GatewayError('invalid_value', `${param ?? 'The body'} is a number beyond the double range (±1.8e308).`, { param }), undefined)
-      return
-    }
-    done(null, parsed)
+    readBody(payload, request.headers['content-length'], limit, (error, body) => (error === null ? parseBody(request, body!, done) : done(error, undefined)))
   })
+}
+
+/** The body read whole: checked, parsed, and kept as its bytes. */
+function parseBody(request: FastifyRequest, raw: Buffer, done: (error: Error | null, body?: unknown) => void): void {
+  request.rawBody = raw
+  if (raw.length === 0) return done(new InvalidJsonError('the body is empty'), undefined)
+  if (!isUtf8(raw)) return done(new InvalidJsonError('it is not valid UTF-8'), undefined)
+  if (nestingDepth(raw) > MAX_DEPTH) return done(new InvalidJsonError(`it nests objects and arrays deeper than ${MAX_DEPTH} levels`), undefined)
+  let parsed: unknown
+  const text = raw.toString('utf8')
+  try {
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+  } catch (error) {
+    return done(refusalOf(text, error as Error), undefined)
+  }
+  const huge = mayHoldNonFiniteNumber(text) ? firstNonFiniteNumber(parsed) : null
+  if (huge !== null) {
+    const param = huge === '' ? null : huge
+    return done(new GatewayError('invalid_value', `${param ?? 'The body'} is a number beyond the double range (±1.8e308).`, { param }), undefined)
+  }
+  done(null, parsed)
 }
 
 /**
