@@ -23,6 +23,7 @@ import { SseRelay } from './sse-relay.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
 import { estimatedStreamUsage } from './usage-estimate.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
+import { closeIfUnread } from './stalled-reader.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -111,7 +112,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   }
   if (answer.statusCode !== 200) {
     settle(null)
-    return sendAnswer(reply, answer.statusCode, responseHeaders, body)
+    return sendAnswer(reply, answer.statusCode, responseHeaders, body, job.route.settings.timeouts.idle_ms)
   }
   const usage = completionUsage(body)
   settle(usage ?? null)
@@ -120,7 +121,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
     throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
   }
-  return sendAnswer(reply, answer.statusCode, responseHeaders, body)
+  return sendAnswer(reply, answer.statusCode, responseHeaders, body, job.route.settings.timeouts.idle_ms)
 }
 
 /**
@@ -129,11 +130,12 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
  * gives a Buffer without a Content-Type one of its own; the only header
  * added is the framing, recomputed for the body sent.
  */
-function sendAnswer(reply: FastifyReply, statusCode: number, headers: HeaderMap, body: Buffer): FastifyReply {
+function sendAnswer(reply: FastifyReply, statusCode: number, headers: HeaderMap, body: Buffer, idleMs: number): FastifyReply {
   headers['content-length'] = String(body.length)
   reply.hijack()
   reply.raw.writeHead(statusCode, headers)
   reply.raw.end(body)
+  closeIfUnread(reply.raw, idleMs, () => reply.request.log.info({ request_id: reply.request.facts.requestId, idle_ms: idleMs }, 'client read nothing of its answer for idle_ms: connection closed'))
   return reply
 }
 

@@ -310,9 +310,9 @@ async function pumpingBackend(): Promise<Backend & { readonly blocked: Promise<v
   return Object.assign(b, { blocked: blocked.promise, closed: () => closed, finished: () => finished })
 }
 
-/** A client that sends a stream request and never reads its answer. */
-function nonReadingClient(gw: TestGateway) {
-  const body = JSON.stringify({ model: 'm', messages, stream: true })
+/** A client that sends a request (a stream unless told) and never reads its answer. */
+function nonReadingClient(gw: TestGateway, stream = true) {
+  const body = JSON.stringify({ model: 'm', messages, stream })
   const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
   cleanups.push(() => socket.destroy())
   socket.pause()
@@ -352,6 +352,24 @@ describe('a client that stops reading its stream and stays connected', () => {
     await b.closed()
     await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '499' })) === 1, 'the request logged as 499', 2000)
     expect(gw.logLines().some((line) => line.msg === 'client read nothing of its stream for idle_ms: connection closed')).toBe(true)
+    await expectSlotFree(gw, b)
+  })
+})
+
+describe('a client that reads nothing of a whole answer and stays connected', () => {
+  // Regression (audit): three unread 30 MB answers held 214 MiB, with nothing to end them.
+  it('is let go of after idle_ms without progress: the answer dropped, the connection closed; the slot was freed when the answer was read', async () => {
+    const big = JSON.stringify({ ...(JSON.parse(GOOD_COMPLETION) as object), padding: 'x'.repeat(20 * 1024 * 1024) })
+    const b = await backend((res) => res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(big) }).end(big))
+    const gw = await gateway(b.url, { timeouts: { idle_ms: 300 } })
+
+    const socket = nonReadingClient(gw, false)
+
+    await until(() => gw.logLines().some((line) => line.msg === 'client read nothing of its answer for idle_ms: connection closed'), 'the connection let go of', 5000)
+    // The answer was ended (the access line keeps its 200); what the client had not read is dropped with the connection.
+    await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '200' })) === 1, 'the request logged', 2000)
+    socket.resume()
+    await once(socket, 'close')
     await expectSlotFree(gw, b)
   })
 })
