@@ -115,7 +115,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     metrics,
     models,
     upstreams,
-    authenticators: { bearer: new BearerKeyring(config.auth.keys), proven: new ProvenCredentials(), basic: (username, password) => users.verify(username, password) },
+    authenticators: { bearer: new BearerKeyring(config.auth.keys), proven: new ProvenCredentials(), basic: (username, password, clientGone) => users.verify(username, password, clientGone) },
     async close() {
       stopCountingQueues()
       monitor.stop()

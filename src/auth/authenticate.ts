@@ -16,7 +16,7 @@ export interface Authenticators {
   /** What each connection already proved (this generation's keys and users). */
   readonly proven: ProvenCredentials
   /** Basic credential check (an unknown user costs a derivation too: auth/basic.ts). */
-  readonly basic: (username: string, password: string) => Promise<Principal | null>
+  readonly basic: (username: string, password: string, clientGone?: AbortSignal) => Promise<Principal | null>
 }
 
 const CHALLENGE = {
@@ -45,7 +45,7 @@ export function duplicateCredentials(requirement: AuthRequirement): GatewayError
 }
 
 /** Synchronous for Bearer keys (the hot path); a promise for Basic (scrypt is asynchronous). */
-export function authenticate(header: string | undefined, requirement: AuthRequirement, authenticators: Authenticators): Principal | Promise<Principal> {
+export function authenticate(header: string | undefined, requirement: AuthRequirement, authenticators: Authenticators, clientGone?: AbortSignal): Principal | Promise<Principal> {
   const parsed = parseAuthorization(header)
   const expected = requirement.scheme === 'bearer' ? 'Bearer' : 'Basic'
   if (header === undefined || header.trim() === '') {
@@ -56,7 +56,7 @@ export function authenticate(header: string | undefined, requirement: AuthRequir
   }
   if (parsed.scheme !== requirement.scheme) throw wrongScheme(requirement, expected, parsed.scheme)
   if (requirement.scheme === 'bearer') return admitted(findKey(parsed.credentials, authenticators), requirement)
-  return findUser(parsed.credentials, authenticators).then((principal) => admitted(principal, requirement))
+  return findUser(parsed.credentials, authenticators, clientGone).then((principal) => admitted(principal, requirement))
 }
 
 /**
@@ -86,10 +86,10 @@ function findKey(token: string, authenticators: Authenticators): Principal | nul
   return key === null ? null : { kind: 'key', id: key.id, scopes: key.scopes, key }
 }
 
-async function findUser(encoded: string, authenticators: Authenticators): Promise<Principal | null> {
+async function findUser(encoded: string, authenticators: Authenticators, clientGone?: AbortSignal): Promise<Principal | null> {
   const decoded = decodeBasic(encoded)
   if (decoded === null) return null
-  return authenticators.basic(decoded.username, decoded.password)
+  return authenticators.basic(decoded.username, decoded.password, clientGone)
 }
 
 /**

@@ -8,6 +8,9 @@ import { randomBytes, timingSafeEqual } from 'node:crypto'
 import type { User } from '../config/schema.js'
 import { DEFAULT_SCRYPT, deriveScrypt, parseScryptHash, type ScryptHash } from './scrypt-hash.js'
 import type { Principal } from './principal.js'
+import { DerivationLimiter } from './derivation-limiter.js'
+
+const MAX_CONCURRENT_DERIVATIONS = 2
 
 /** The key derivation; tests pass a counting one to see that every check pays one. */
 export type Derive = typeof deriveScrypt
@@ -21,6 +24,8 @@ export class BasicUserStore {
   readonly #users: ReadonlyMap<string, StoredUser>
   readonly #decoy: ScryptHash
   readonly #derive: Derive
+  /** Two of libuv's four threads at most: the others stay free for hostname lookups. */
+  readonly #limiter = new DerivationLimiter(MAX_CONCURRENT_DERIVATIONS)
 
   constructor(users: readonly User[], derive: Derive = deriveScrypt) {
     this.#derive = derive
@@ -36,10 +41,11 @@ export class BasicUserStore {
     this.#decoy = { N: model.N, r: model.r, p: model.p, salt: randomBytes(16), hash: randomBytes(model.hash.length) }
   }
 
-  async verify(username: string, password: string): Promise<Principal | null> {
+  /** `clientGone`: aborted when the client leaves; a check still waiting for its turn is dropped then. */
+  async verify(username: string, password: string, clientGone?: AbortSignal): Promise<Principal | null> {
     const stored = this.#users.get(username)
     const hash = stored?.hash ?? this.#decoy
-    const derived = await this.#derive(password, hash.salt, hash, hash.hash.length)
+    const derived = await this.#limiter.run(() => this.#derive(password, hash.salt, hash, hash.hash.length), clientGone)
     const matches = timingSafeEqual(derived, hash.hash)
     if (!matches || stored === undefined) return null
     return { kind: 'user', id: stored.user.username, scopes: stored.user.scopes }

@@ -5,11 +5,14 @@
  * rather than have the two disagree about who is calling. A header its
  * connection already proved is not checked again (proven-credentials.ts).
  */
+import type { ServerResponse } from 'node:http'
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Authenticators } from './authenticate.js'
 import { admitted, authenticate, duplicateCredentials, InsufficientScopeError } from './authenticate.js'
 import type { AuthRequirement, Principal } from './principal.js'
 import { sendContinue } from './expect-continue.js'
+import { ClientLeftError } from './derivation-limiter.js'
+import { GatewayError } from '../errors/gateway-error.js'
 
 /** `bodyLimitBytes`: a client waiting for "100 Continue" is told to send a body up to this size once its credentials passed. */
 export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement, bodyLimitBytes: number): onRequestHookHandler {
@@ -24,7 +27,7 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
     const known = header === undefined ? null : authenticators.proven.recall(connection, header, requirement.scheme)
     let outcome: Principal | Promise<Principal>
     try {
-      outcome = known !== null ? admitted(known, requirement) : authenticate(header, requirement, authenticators)
+      outcome = known !== null ? admitted(known, requirement) : authenticate(header, requirement, authenticators, requirement.scheme === 'basic' ? whenGone(reply.raw) : undefined)
     } catch (error) {
       done(refusal(request, error))
       return
@@ -49,9 +52,18 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
   }
 }
 
+/** Aborted when the response closes before its answer: a Basic check still waiting for its turn is dropped. */
+function whenGone(response: ServerResponse): AbortSignal {
+  const gone = new AbortController()
+  response.once('close', () => gone.abort())
+  return gone.signal
+}
+
 /** A 403 still names who asked: the access log records the principal that lacked the scope. */
 function refusal(request: FastifyRequest, error: unknown): Error {
   if (error instanceof InsufficientScopeError) request.facts.principal = error.principal
+  // Nobody to answer (its access line says 499): not a gateway fault to log as one.
+  if (error instanceof ClientLeftError) return new GatewayError('invalid_credentials', error.message)
   return error as Error
 }
 

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events'
 /**
  * A connection's proven Authorization header: the memo as a unit, and over
  * one real keep-alive connection (undici Client: one socket) to a gateway,
@@ -71,7 +72,7 @@ describe('requireAuth with a proven connection', () => {
       new Promise<{ error: Error | undefined; principal: unknown }>((resolve) => {
         const request = { raw: { rawHeaders: ['Authorization', authorization], socket }, headers: { authorization }, facts: { principal: null } }
         const done = (error?: Error) => resolve({ error, principal: request.facts.principal })
-        ;(hook as unknown as (r: FastifyRequest, s: FastifyReply, d: (e?: Error) => void) => void)(request as unknown as FastifyRequest, {} as FastifyReply, done)
+        ;(hook as unknown as (r: FastifyRequest, s: FastifyReply, d: (e?: Error) => void) => void)(request as unknown as FastifyRequest, { raw: new EventEmitter() } as unknown as FastifyReply, done)
       })
     return { run, checks: () => checks }
   }

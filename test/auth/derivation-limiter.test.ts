@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest'
+import { BasicUserStore } from '../../src/auth/basic.js'
+import { ClientLeftError, DerivationLimiter } from '../../src/auth/derivation-limiter.js'
+import { deferred } from '../support/deferred.js'
+
+describe('DerivationLimiter', () => {
+  // Regression (audit): a flood of failed Basic attempts filled libuv's thread pool (hostname lookups of
+  // backends timed out), and every queued derivation ran after its client had gone.
+  it('runs at most two at once; one whose client left while it waited never runs', async () => {
+    const limiter = new DerivationLimiter(2)
+    const started: string[] = []
+    const finish = new Map<string, () => void>()
+    const work = (name: string) => () => {
+      started.push(name)
+      const done = deferred()
+      finish.set(name, done.resolve)
+      return done.promise.then(() => name)
+    }
+    const gone = new AbortController()
+
+    const a = limiter.run(work('a'))
+    const b = limiter.run(work('b'))
+    const c = limiter.run(work('c'), gone.signal)
+    const d = limiter.run(work('d'))
+    await Promise.resolve()
+    expect(started).toEqual(['a', 'b'])
+
+    gone.abort()
+    await expect(c).rejects.toBeInstanceOf(ClientLeftError)
+    finish.get('a')!()
+    expect(await a).toBe('a')
+    await until(() => started.length === 3)
+    expect(started).toEqual(['a', 'b', 'd'])
+    finish.get('b')!()
+    finish.get('d')!()
+    expect(await Promise.all([b, d])).toEqual(['b', 'd'])
+  })
+
+  it('a client already gone when its turn comes is refused, and the next one runs', async () => {
+    const limiter = new DerivationLimiter(1)
+    const gone = new AbortController()
+    gone.abort()
+    await expect(limiter.run(async () => 'x', gone.signal)).rejects.toBeInstanceOf(ClientLeftError)
+    expect(await limiter.run(async () => 'y')).toBe('y')
+  })
+})
+
+describe('BasicUserStore with a derivation limit', () => {
+  it('every check still pays one derivation, two at a time', async () => {
+    let running = 0
+    let most = 0
+    let calls = 0
+    const derive = async () => {
+      calls++
+      running++
+      most = Math.max(most, running)
+      await new Promise((resolve) => setImmediate(resolve))
+      running--
+      return Buffer.alloc(64)
+    }
+    const store = new BasicUserStore([], derive)
+    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => store.verify(`u${i}`, 'pw')))
+    expect(results).toEqual(Array(6).fill(null))
+    expect(calls).toBe(6)
+    expect(most).toBe(2)
+  })
+})
+
+/** Waits, a microtask turn at a time, until `check` holds (bounded). */
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 100 && !check(); i++) await new Promise((resolve) => setImmediate(resolve))
+  expect(check()).toBe(true)
+}
