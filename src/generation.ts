@@ -17,6 +17,8 @@ export interface Generation {
   handle(request: IncomingMessage, response: ServerResponse): void
   /** New requests get 503 `shutting_down`; waiters are answered 503 at once. */
   drain(): void
+  /** Replaced by a reload: it stops writing the gauges the serving generation owns. */
+  retire(): void
   /** Resolves when every request this generation took has ended; any number of callers may wait. */
   idle(): Promise<void>
   /** Frees what it holds (app hooks, pools, timers, connections to Redis); a second call gets the first's promise. */
@@ -50,6 +52,9 @@ export async function startGeneration(config: GatewayConfig, logger: Logger, ove
     drain() {
       startDraining()
       context.state.close()
+    },
+    retire() {
+      context.monitor.retire()
     },
     idle() {
       if (active === 0) return Promise.resolve()

@@ -92,6 +92,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     }
     const old = current
     current = fresh
+    old.retire()
     retiring.add(old)
     live = [current, ...retiring]
     void old

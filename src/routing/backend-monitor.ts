@@ -67,6 +67,8 @@ export class BackendMonitor {
   readonly #models: ReadonlyMap<string, ModelRoute>
   readonly #clock: Clock
   readonly #metrics: Metrics
+  /** Whether this generation writes `sluice_backend_up` (until a reload retires it). */
+  #ownsGauge = true
   readonly #logger: Logger
   readonly #hooks: MonitorHooks
   readonly #timers = new Set<NodeJS.Timeout>()
@@ -95,6 +97,16 @@ export class BackendMonitor {
         this.#probe(route, backend)
       }
     }
+  }
+
+  /**
+   * A reload replaced this generation: `sluice_backend_up` is the serving
+   * one's. A backend moved to another URL under the same name was still
+   * probed here at its old URL, and its 0s flapped the gauge between the two
+   * generations until this one closed (a lifecycle audit).
+   */
+  retire(): void {
+    this.#ownsGauge = false
   }
 
   stop(): void {
@@ -243,7 +255,7 @@ export class BackendMonitor {
   #publish(route: ModelRoute, backend: Backend): boolean {
     const now = this.#clock.now()
     const usable = backend.usable(now)
-    this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, now) ? 1 : 0)
+    if (this.#ownsGauge) this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, now) ? 1 : 0)
     if (usable) this.#hooks.wake(route.name)
     else if (!route.hasUsableBackend(now)) this.#hooks.unavailable(route.name)
     return usable
