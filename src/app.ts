@@ -98,7 +98,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     if (request.facts.route === 'service') sendContinue(request.headers, reply.raw, ctx.config.server.body_limit_bytes)
     done()
   })
-  registerJsonBodyParser(app)
+  registerJsonBodyParser(app, ctx.config.server.body_limit_bytes)
   app.setErrorHandler(errorHandler)
   // The onRequest hook answers unknown paths first; this keeps fastify's own 404 body out should one get past it.
   app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(app, request)))

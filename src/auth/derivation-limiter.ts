@@ -18,6 +18,7 @@ export class ClientLeftError extends Error {
 export class DerivationLimiter {
   readonly #max: number
   #running = 0
+  /** Each resolves its waiter with a slot handed over: counted already, so no newcomer can take it first. */
   readonly #waiting: (() => void)[] = []
 
   constructor(max: number) {
@@ -25,21 +26,17 @@ export class DerivationLimiter {
   }
 
   async run<T>(derive: () => Promise<T>, clientGone?: AbortSignal): Promise<T> {
-    if (this.#running >= this.#max) await this.#turn(clientGone)
-    if (clientGone?.aborted === true) {
-      this.#next()
-      throw new ClientLeftError()
-    }
-    this.#running++
+    if (clientGone?.aborted === true) throw new ClientLeftError()
+    if (this.#running < this.#max) this.#running++
+    else await this.#turn(clientGone)
     try {
       return await derive()
     } finally {
-      this.#running--
-      this.#next()
+      this.#release()
     }
   }
 
-  /** Resolves when a derivation ends and this one is first in line; a client that leaves meanwhile leaves the line. */
+  /** Resolves when a slot is handed to this one; a client that leaves meanwhile leaves the line. */
   #turn(clientGone?: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
       const ready = (): void => {
@@ -47,8 +44,7 @@ export class DerivationLimiter {
         resolve()
       }
       const left = (): void => {
-        const at = this.#waiting.indexOf(ready)
-        if (at >= 0) this.#waiting.splice(at, 1)
+        this.#waiting.splice(this.#waiting.indexOf(ready), 1)
         reject(new ClientLeftError())
       }
       this.#waiting.push(ready)
@@ -56,7 +52,10 @@ export class DerivationLimiter {
     })
   }
 
-  #next(): void {
-    if (this.#running < this.#max) this.#waiting.shift()?.()
+  /** The slot goes to the first in line, or back to the pool. */
+  #release(): void {
+    const next = this.#waiting.shift()
+    if (next !== undefined) next()
+    else this.#running--
   }
 }

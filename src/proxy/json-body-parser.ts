@@ -29,11 +29,11 @@ export class InvalidJsonError extends SyntaxError {
   readonly statusCode = 400
 }
 
-export function registerJsonBodyParser(app: FastifyInstance): void {
+/** `limit`: server.body_limit_bytes. */
+export function registerJsonBodyParser(app: FastifyInstance, limit: number): void {
   app.decorateRequest('rawBody', null)
   // Only JSON is accepted: any other content type (text/plain included) is 415.
   app.removeAllContentTypeParsers()
-  const limit = app.initialConfig.bodyLimit ?? 1024 * 1024
   app.addContentTypeParser('application/json', (request, payload, done) => {
     const encoding = request.headers['content-encoding']
     // Before the body is read: it would not be used.

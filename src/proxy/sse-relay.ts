@@ -12,7 +12,7 @@
  */
 import type { ErrorBody } from '../errors/gateway-error.js'
 import { SseEventSplitter } from './sse-events.js'
-import { carriesContent, inspectEvent, type TokenUsage } from './stream-usage.js'
+import { carriesContent, dataOf, inspectEvent, type TokenUsage } from './stream-usage.js'
 
 const DONE_MARK = Buffer.from('[DONE]')
 /** Room for `data: [DONE]` with an `event:` or `id:` line and trailing spaces; a content event is larger. */
@@ -23,15 +23,9 @@ const DONE_MAX_BYTES = 256
  * openai client: data starting with `[DONE]`): the `data:` lines joined, one
  * space after the colon dropped, whatever other fields the event has.
  */
-export function isDone(event: Buffer): boolean {
+function isDone(event: Buffer): boolean {
   if (event.length > DONE_MAX_BYTES || event.indexOf(DONE_MARK) < 0) return false
-  let data: string | null = null
-  for (const line of event.toString('latin1').split(/\r\n|\r|\n/)) {
-    if (!line.startsWith('data:')) continue
-    const value = line.slice(line.startsWith('data: ') ? 6 : 5)
-    data = data === null ? value : `${data}\n${value}`
-  }
-  return data !== null && data.startsWith('[DONE]')
+  return dataOf(event.toString('latin1'))?.startsWith('[DONE]') === true
 }
 
 const DATA_FIELD = Buffer.from('data:')

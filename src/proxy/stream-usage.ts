@@ -163,7 +163,7 @@ function firstLineBreak(event: Buffer): number {
 }
 
 /** The payload of an event's `data:` lines (joined by newlines, per the SSE spec). */
-function dataOf(event: string): string | null {
+export function dataOf(event: string): string | null {
   const lines = event.split(/\r\n|\r|\n/).filter((line) => line.startsWith('data:'))
   if (lines.length === 0) return null
   return lines.map((line) => line.slice(line.startsWith('data: ') ? 6 : 5)).join('\n')

@@ -36,6 +36,24 @@ describe('DerivationLimiter', () => {
     expect(await Promise.all([b, d])).toEqual(['b', 'd'])
   })
 
+  it('a slot freed goes to the first in line, not to a newcomer arriving in the same turn', async () => {
+    const limiter = new DerivationLimiter(1)
+    const order: string[] = []
+    const firstDone = deferred()
+    const a = limiter.run(async () => {
+      await firstDone.promise
+      order.push('a')
+    })
+    const b = limiter.run(async () => void order.push('b'))
+    await Promise.resolve()
+    firstDone.resolve()
+    await a
+    // b was handed the slot as a finished: c, arriving now, waits its turn.
+    const c = limiter.run(async () => void order.push('c'))
+    await Promise.all([b, c])
+    expect(order).toEqual(['a', 'b', 'c'])
+  })
+
   it('a client already gone when its turn comes is refused, and the next one runs', async () => {
     const limiter = new DerivationLimiter(1)
     const gone = new AbortController()

@@ -72,11 +72,11 @@ function gateway(url: string, model: Record<string, unknown> = {}): Promise<Test
   })
 }
 
-function post(gw: TestGateway, body: Record<string, unknown>): Promise<RawResponse> {
+function post(gw: TestGateway, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<RawResponse> {
   return exactRequest(gw.url, {
     method: 'POST',
     path: '/v1/chat/completions',
-    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', ...headers },
     body: JSON.stringify({ model: 'm', messages, ...body }),
     timeoutMs: 5000,
   })
@@ -386,12 +386,7 @@ describe('a stream request whose answer is not an event stream', () => {
     const b = await backend((res) => res.writeHead(status, { 'content-type': type, 'x-request-id': 'from-backend' }).end(body))
     const gw = await gateway(b.url)
 
-    const raw = await exactRequest(gw.url, {
-      method: 'POST',
-      path: '/v1/chat/completions',
-      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'x-request-id': 'mine-1' },
-      body: JSON.stringify({ model: 'm', messages, stream: true }),
-    })
+    const raw = await post(gw, { stream: true }, { 'x-request-id': 'mine-1' })
 
     expect(raw.status).toBe(status)
     expect(raw.headers['content-type']).toBe(type)
@@ -478,12 +473,7 @@ describe('the headers of a streamed answer', () => {
     })
     const gw = await gateway(b.url)
 
-    const raw = await exactRequest(gw.url, {
-      method: 'POST',
-      path: '/v1/chat/completions',
-      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'x-request-id': 'mine-2' },
-      body: JSON.stringify({ model: 'm', messages, stream: true }),
-    })
+    const raw = await post(gw, { stream: true }, { 'x-request-id': 'mine-2' })
 
     expect(raw.status).toBe(200)
     expect(raw.text).toBe(body)
