@@ -9,29 +9,37 @@
  *
  * Same answers as fastify's reader: over the limit (announced or counted)
  * 413, a body shorter than its Content-Length 400, a stream error 400.
+ * The returned function ends the read early with an error of the caller's
+ * (a shutdown's cut-off); `done` is called once whatever happens.
  */
 import type { Readable } from 'node:stream'
 import { errorCodes } from 'fastify'
 
 const FIRST_BYTES = 64 * 1024
 
-export function readBody(payload: Readable, announcedLength: string | undefined, limit: number, done: (error: Error | null, body?: Buffer) => void): void {
+export function readBody(payload: Readable, announcedLength: string | undefined, limit: number, whenRead: (error: Error | null, body?: Buffer) => void): (reason: Error) => void {
   const announced = Number(announcedLength)
-  if (announced > limit) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
+  if (announced > limit) {
+    whenRead(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
+    return () => undefined
+  }
+  let settled = false
+  const done = (error: Error | null, body?: Buffer): void => {
+    if (settled) return
+    settled = true
+    stop()
+    whenRead(error, body)
+  }
   let body: Buffer = Buffer.allocUnsafe(Math.min(FIRST_BYTES, Number.isNaN(announced) ? limit : announced))
   let length = 0
   const onData = (chunk: Buffer | string): void => {
     const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
-    if (length + bytes.length > limit) {
-      stop()
-      return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
-    }
+    if (length + bytes.length > limit) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE())
     if (length + bytes.length > body.length) body = grown(body, length, length + bytes.length, limit)
     bytes.copy(body, length)
     length += bytes.length
   }
   const onEnd = (error?: Error & { statusCode?: number }): void => {
-    stop()
     if (error != null) {
       if (!(typeof error.statusCode === 'number' && error.statusCode >= 400)) error.statusCode = 400
       return done(error)
@@ -39,7 +47,7 @@ export function readBody(payload: Readable, announcedLength: string | undefined,
     if (!Number.isNaN(announced) && length !== announced) return done(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH())
     done(null, body.subarray(0, length))
   }
-  const stop = (): void => {
+  function stop(): void {
     payload.removeListener('data', onData)
     payload.removeListener('end', onEnd)
     payload.removeListener('error', onEnd)
@@ -48,6 +56,7 @@ export function readBody(payload: Readable, announcedLength: string | undefined,
   payload.on('end', onEnd)
   payload.on('error', onEnd)
   payload.resume()
+  return done
 }
 
 /** A buffer of at least `needed` bytes (doubling, at most `limit`) holding the first `used` bytes of `body`. */

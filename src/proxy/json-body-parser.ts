@@ -17,6 +17,7 @@ import { GatewayError } from '../errors/gateway-error.js'
 import { firstNonFiniteNumber, MAX_DEPTH, mayHoldNonFiniteNumber, nestingDepth } from '../json/json-limits.js'
 import { prototypeKeyPath } from '../json/prototype-keys.js'
 import { readBody } from './body-reader.js'
+import { markCutOffable, type CutOffable } from './in-flight-requests.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -41,7 +42,14 @@ export function registerJsonBodyParser(app: FastifyInstance, limit: number): voi
       done(new GatewayError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported: send the body uncompressed.`), undefined)
       return
     }
-    readBody(payload, request.headers['content-length'], limit, (error, body) => (error === null ? parseBody(request, body!, done) : done(error, undefined)))
+    // Until the body is read, a shutdown's cut-off ends the read: the client gets its 503, not a closed connection.
+    const reading: CutOffable = { cutOff: () => undefined }
+    markCutOffable(request.raw, reading)
+    reading.cutOff = readBody(payload, request.headers['content-length'], limit, (error, body) => {
+      markCutOffable(request.raw, undefined)
+      if (error === null) parseBody(request, body!, done)
+      else done(error, undefined)
+    })
   })
 }
 

@@ -1,28 +1,47 @@
 /**
- * A client that reads nothing of an answer the gateway holds for it. A
- * whole answer (up to `server.answer_limit_bytes`) sits in memory until its
- * client reads it, and one that never does held it for good: a resource
- * audit left three 30 MB answers unread, RSS 98 -> 312 MiB, with nothing to
- * end them. Checked every `idleMs` while bytes are still waiting: the
- * connection is closed when none left since the last check. A slow reader
- * that makes progress keeps its connection.
+ * A client that reads nothing of an answer the gateway holds for it.
+ *
+ * - A whole chat answer (up to `server.answer_limit_bytes`) sits in memory
+ *   until its client reads it: a resource audit left three 30 MB answers
+ *   unread, RSS 98 -> 312 MiB, with nothing to end them.
+ * - A platform answer piped from its upstream (an object's value) pauses the
+ *   upstream instead, and undici's body timeout does not run on a paused
+ *   exchange: the upstream connection was held for as long as the client
+ *   stayed connected.
+ *
+ * Checked every `idleMs`: the connection is closed when bytes were waiting
+ * at the last check and none left since (fewer waiting now, or a 'drain',
+ * which is how a pipe's writer learns the client caught up). A slow reader
+ * that makes progress keeps its connection; a slow upstream with nothing
+ * waiting for the client is not the client's doing.
  */
 import type { ServerResponse } from 'node:http'
 
 export function closeIfUnread(response: ServerResponse, idleMs: number, onClose: () => void): void {
-  if (response.writableFinished || response.writableLength === 0) return
+  if (response.writableFinished) return
+  // A whole answer already handed to the socket: nothing will wait (and no timer per request).
+  if (response.writableEnded && response.writableLength === 0) return
   let waiting = response.writableLength
+  let drained = false
+  const onDrain = (): void => {
+    drained = true
+  }
   const check = setInterval(() => {
+    if (response.writableFinished) return stop()
     const now = response.writableLength
-    if (response.writableFinished || now === 0) return clearInterval(check)
-    if (now < waiting) {
-      waiting = now
-      return
-    }
-    clearInterval(check)
+    const stalled = waiting > 0 && now >= waiting && !drained
+    waiting = now
+    drained = false
+    if (!stalled) return
+    stop()
     onClose()
     response.destroy()
   }, idleMs)
   check.unref()
-  response.once('close', () => clearInterval(check))
+  const stop = (): void => {
+    clearInterval(check)
+    response.removeListener('drain', onDrain)
+  }
+  response.on('drain', onDrain)
+  response.once('close', stop)
 }

@@ -2,7 +2,7 @@
  * Forwards a validated platform request to its upstream and passes the
  * answer back unchanged: status, headers less hop-by-hop ones (its
  * Content-Length kept), and the body streamed as it arrives (an object's
- * value can be large). The one header
+ * value can be large), at the pace its client reads it. The one header
  * the gateway sets itself is `X-Request-Id`: every answer names the
  * gateway's id, as on the chat route.
  */
@@ -14,6 +14,7 @@ import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../er
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import { markCutOffable } from './in-flight-requests.js'
+import { closeIfUnread } from './stalled-reader.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 
 export interface PlatformRequest {
@@ -46,6 +47,10 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   // body failing before that byte is then broken off like any other, where
   // fastify would answer a 500 (its error handler cannot tell it from a bug).
   reply.raw.once('pipe', () => reply.raw.flushHeaders())
+  // A client reading nothing pauses the upstream, where undici's body timeout does not run: the
+  // upstream's own silence bound (first_byte_ms, its body timeout too) bounds the client's as well.
+  const idleMs = upstream.settings.timeouts.first_byte_ms
+  closeIfUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, upstream: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for first_byte_ms: connection closed'))
   return reply.code(response.statusCode).headers(headers).send(response.body)
 }
 

@@ -67,8 +67,8 @@ export class BackendMonitor {
   readonly #models: ReadonlyMap<string, ModelRoute>
   readonly #clock: Clock
   readonly #metrics: Metrics
-  /** Whether this generation writes `sluice_backend_up` (until a reload retires it). */
-  #ownsGauge = true
+  /** Whether this generation serves new requests: until a reload retires it, it writes `sluice_backend_up` and shares verdicts. */
+  #serving = true
   readonly #logger: Logger
   readonly #hooks: MonitorHooks
   readonly #timers = new Set<NodeJS.Timeout>()
@@ -100,13 +100,15 @@ export class BackendMonitor {
   }
 
   /**
-   * A reload replaced this generation: `sluice_backend_up` is the serving
-   * one's. A backend moved to another URL under the same name was still
-   * probed here at its old URL, and its 0s flapped the gauge between the two
-   * generations until this one closed (a lifecycle audit).
+   * A reload replaced this generation: `sluice_backend_up` and the shared
+   * board are the serving one's. A backend moved to another URL under the
+   * same name was still probed here at its old URL: its 0s flapped the gauge
+   * between the two generations (a lifecycle audit), and in Redis mode its
+   * down verdicts took the backend's new URL out of service on every
+   * replica, this one's serving generation included, until this one closed.
    */
   retire(): void {
-    this.#ownsGauge = false
+    this.#serving = false
   }
 
   stop(): void {
@@ -220,7 +222,7 @@ export class BackendMonitor {
   #share(route: ModelRoute, backend: Backend, before: HealthState, now: number): void {
     const board = this.#hooks.board
     const after = backend.health
-    if (board === undefined || after === before) return
+    if (board === undefined || after === before || !this.#serving) return
     if (!isUsable(after, now)) {
       const expiresAt = Math.max(now + route.settings.health.interval_ms * STALE_INTERVALS, after.ejectedUntil)
       board.publish(route.name, backend.name, { up: after.up, ejectedUntil: after.ejectedUntil, expiresAt })
@@ -255,7 +257,7 @@ export class BackendMonitor {
   #publish(route: ModelRoute, backend: Backend): boolean {
     const now = this.#clock.now()
     const usable = backend.usable(now)
-    if (this.#ownsGauge) this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, now) ? 1 : 0)
+    if (this.#serving) this.#metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, now) ? 1 : 0)
     if (usable) this.#hooks.wake(route.name)
     else if (!route.hasUsableBackend(now)) this.#hooks.unavailable(route.name)
     return usable

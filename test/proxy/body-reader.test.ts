@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream'
+import { PassThrough, Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { readBody } from '../../src/proxy/body-reader.js'
 
@@ -27,6 +27,18 @@ describe('readBody', () => {
 
   it('refuses a body shorter than its Content-Length', async () => {
     expect(await read(['abc'], '5', 10)).toBe('FST_ERR_CTP_INVALID_CONTENT_LENGTH')
+  })
+
+  it('ends a read cut off midway with the given error, once: bytes and an end after it change nothing', () => {
+    const payload = new PassThrough()
+    const outcomes: (Error | Buffer | null)[] = []
+    const cutOff = readBody(payload, '10', 100, (error, body) => outcomes.push(error ?? body ?? null))
+    payload.write('abc')
+    const reason = new Error('shutting down')
+    cutOff(reason)
+    payload.end('defghij')
+    cutOff(new Error('again'))
+    expect(outcomes).toEqual([reason])
   })
 
   it('reads an empty body as empty', async () => {

@@ -11,6 +11,8 @@ import { configFrom, makeKey, type TestGateway, type TestKey } from '../support/
 import { scrapeMetric, until, untilMetric } from '../support/metrics.js'
 import { trackedAfterEach } from '../support/tracked.js'
 import { nextEvents } from '../support/stand-in-events.js'
+import { parseResponses } from '../support/raw-http.js'
+import { hashPassword } from '../../src/auth/scrypt-hash.js'
 import { seeded } from '../support/seeded-random.js'
 
 const key = makeKey('team-a', ['chat'])
@@ -482,6 +484,44 @@ describe('shutdown', () => {
       ['slow', 200, 'shutting_down'],
     ])
     held.releaseHeld(1)
+  })
+
+  // Regression: a request whose body was still arriving at the end of the grace period had its
+  // connection closed without an answer (the cut-off mark was set only once the body was parsed),
+  // and its access line said the client had left (499).
+  it.each([
+    ['/v1/chat/completions', `Bearer ${key.token}`],
+    ['/obj/read', `Basic ${Buffer.from('alice:alice-password').toString('base64')}`],
+  ])('when the grace period runs out: %s with its body still arriving gets 503 shutting_down', async (path, authorization) => {
+    const backend = await cleanups.standIn({ tokens: 2 })
+    const objects = await cleanups.standIn({ tokens: 2 })
+    const gw = await cleanups.gateway({
+      server: { shutdown_grace_ms: 200 },
+      auth: { keys: [key.entry], users: [{ username: 'alice', password_scrypt: await hashPassword('alice-password'), scopes: ['objects'] }] },
+      models: [{ name: 'm', served_name: 'stand-in-model', backends: [{ url: backend.url, name: 'b1' }] }],
+      upstreams: { objects: { url: objects.url } },
+    })
+    const { port, hostname } = new URL(gw.url)
+    const socket = connect(Number(port), hostname)
+    cleanups.push(async () => socket.destroy())
+    const received: Buffer[] = []
+    socket.on('data', (chunk: Buffer) => received.push(chunk))
+    const continued = new Promise<void>((resolve) => socket.on('data', () => Buffer.concat(received).includes('100 Continue') && resolve()))
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${authorization}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n`)
+    // "100 Continue" leaves after the credentials passed, on the way to the body's reader.
+    await continued
+    socket.write('{"model": "m", ')
+    const closed = once(socket, 'close')
+
+    await gw.shutdown()
+    await closed
+    const responses = parseResponses(Buffer.concat(received).subarray(Buffer.concat(received).indexOf('\r\n\r\n') + 4))
+    expect(responses.map((r) => r.status)).toEqual([503])
+    expect(JSON.parse(responses[0]!.text)).toEqual({ error: { message: expect.stringContaining('grace period'), type: 'service_unavailable', param: null, code: 'shutting_down' } })
+    const access = gw.logLines().filter((line) => line.msg === 'request completed')
+    expect(access.map((line) => [line.status, line.error_code])).toEqual([[503, 'shutting_down']])
+    expect(backend.received).toHaveLength(0)
+    expect(objects.received).toHaveLength(0)
   })
 
   // A grace period far longer than the test may run: a shutdown that finishes at all was held by nothing.

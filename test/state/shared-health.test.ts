@@ -5,14 +5,17 @@
  * A's shared verdict, then back when A's check passes again, or when A is
  * gone and its verdict lapses.
  */
+import { createServer } from 'node:http'
 import { Redis } from 'ioredis'
 import { expect, it } from 'vitest'
 import type { VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
-import { makeKey, type TestGateway } from '../support/gateway.js'
+import { configFrom, makeKey, type TestGateway } from '../support/gateway.js'
 import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { trackedAfterEach } from '../support/tracked.js'
 import { scrapeMetric, until } from '../support/metrics.js'
+import { deferred } from '../support/deferred.js'
+import { listenForTest } from '../support/listen.js'
 
 const key = makeKey('team-a', ['chat'])
 const FAST_MS = 100
@@ -77,5 +80,62 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     await until(async () => (await backendUp(b.url)) === 0, 'replica B to take the shared verdict')
     await a.shutdown()
     await until(async () => (await backendUp(b.url)) === 1, 'the verdict to lapse', 3000)
+  })
+
+  // Regression (lifecycle audit): a reload moved a backend to another URL under the same name; the
+  // retiring generation, kept alive by a stream in flight, went on checking the old URL and shared
+  // its down verdicts under that name, which took the new URL out of service on every replica.
+  it('a retiring generation shares nothing: its checks of a backend’s old URL reach no replica', async () => {
+    let oldUrlChecks = 0
+    const oldUrl = await listenForTest(
+      createServer((_req, res) => {
+        oldUrlChecks++
+        res.writeHead(500, { 'content-length': 0 }).end()
+      }),
+      cleanups,
+    )
+    const newUrl = await listenForTest(createServer((_req, res) => res.writeHead(200, { 'content-length': 0 }).end()), cleanups)
+    const release = deferred()
+    const holding = await listenForTest(
+      createServer((req, res) => {
+        if (req.method !== 'POST') return void res.writeHead(200, { 'content-length': 0 }).end()
+        req.resume()
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.write('data: {"choices":[]}\n\n')
+        void release.promise.then(() => res.end('data: [DONE]\n\n'))
+      }),
+      cleanups,
+    )
+    cleanups.push(async () => release.resolve())
+    const prefix = uniquePrefix('health')
+    const moved = (xUrl: string, intervalMs: number) => ({
+      server: { shutdown_grace_ms: 200 },
+      state: { kind: 'redis', redis_url: redis.url, key_prefix: prefix },
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', health: { interval_ms: intervalMs, unhealthy_after: 1 }, backends: [{ url: xUrl, name: 'x' }, { url: holding, name: 'c' }] }],
+    })
+    const a = await gateway(moved(oldUrl, FAST_MS))
+    const b = await gateway(moved(newUrl, SLOW_MS))
+    const xUp = (url: string) => scrapeMetric(url, 'sluice_backend_up', { model: 'm', backend: 'x' })
+    await until(async () => (await xUp(b.url)) === 0, 'replica B to take A’s verdict on x at its old URL')
+    // A stream on c keeps A's first generation alive past the reload.
+    const stream = await fetch(`${a.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    expect(stream.status).toBe(200)
+
+    await a.reload(configFrom(moved(newUrl, FAST_MS)))
+    // The verdict shared before the reload is withdrawn or lapses; one shared since would put x down again.
+    await until(async () => (await xUp(a.url)) === 1 && (await xUp(b.url)) === 1, 'x up on both replicas at its new URL', 3000)
+    const checked = oldUrlChecks
+    await until(() => oldUrlChecks >= checked + 3, 'the retiring generation checking the old URL three more times')
+
+    expect(await xUp(b.url)).toBe(1)
+    expect(await xUp(a.url)).toBe(1)
+    expect(await inspect.hexists(modelKeys(prefix, 'm', []).health, 'x')).toBe(0)
+    release.resolve()
+    await stream.text()
   })
 })
