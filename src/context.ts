@@ -23,6 +23,7 @@ import { BackendMonitor } from './routing/backend-monitor.js'
 import { noHealthyBackend } from './routing/no-healthy-backend.js'
 import { LOCAL_HEALTH_BOARD } from './state/health-board.js'
 import { isConfirmedWith } from './routing/health-state.js'
+import { QueuedBodies } from './scheduling/queued-bodies.js'
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -69,6 +70,8 @@ export interface ContextOverrides {
    * there, so a reload does not forget what checks found. [none]
    */
   readonly healthFrom?: readonly ReadonlyMap<string, ModelRoute>[]
+  /** The bodies of waiting requests, counted across generations (one count per process). [a count of its own] */
+  readonly queuedBodies?: QueuedBodies
 }
 
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
@@ -96,6 +99,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
       redisTimings: overrides.redisTimings,
       peers: overrides.slotPeers,
       keysFrom: overrides.keysFrom,
+      bodyBudget: (overrides.queuedBodies ?? new QueuedBodies()).budget(config.server.queued_body_limit_bytes),
     })
   const stopCountingQueues = metrics.queueDepths.add(() => [...models.keys()].map((model) => [model, state.slots.get(model)?.queueDepth() ?? 0] as const))
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD

@@ -16,6 +16,7 @@ import type { GatewayConfig } from './config/resolve.js'
 import type { ContextOverrides, GatewayContext } from './context.js'
 import { cutOffAll } from './proxy/in-flight-requests.js'
 import { startGeneration, type Generation } from './generation.js'
+import { QueuedBodies } from './scheduling/queued-bodies.js'
 import { generationPeers } from './generation-peers.js'
 import { createMetrics } from './metrics/registry.js'
 import { forgetSeries, removedSeries } from './metrics/removed-series.js'
@@ -42,6 +43,8 @@ export interface RunningGateway {
 
 export async function startGateway(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): Promise<RunningGateway> {
   const metrics = overrides.metrics ?? createMetrics()
+  // One count of waiting requests' bodies for the process: a reload's generations share the limit's room.
+  const queuedBodies = overrides.queuedBodies ?? new QueuedBodies()
   const retiring = new Set<Generation>()
   // Every generation still answering requests: they count each other's slots (generation-peers.ts).
   let live: readonly Generation[] = []
@@ -52,7 +55,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     const healthFrom = live.map((generation) => generation.context.models)
     // Key limits carry over too: a reload must not refill a key's buckets or forget its running requests.
     const keysFrom = live[0]?.context.state.keys
-    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers, healthFrom, keysFrom })
+    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers, healthFrom, keysFrom, queuedBodies })
     return self
   }
   let current = await start(config)

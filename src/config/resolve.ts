@@ -5,7 +5,7 @@
  * (`served_name`, backend `name`, `default_model`).
  */
 import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schema.js'
-import { DEFAULT_PORT } from './schema.js'
+import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_PORT, DEFAULT_QUEUED_BODY_LIMIT_BYTES } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
 import { basicCredentialProblem, headerSecretProblem, baseUrlProblem } from './credential-rules.js'
@@ -74,6 +74,12 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   const port = member(server, 'port') ?? DEFAULT_PORT
   if (typeof port === 'number' && port !== 0 && member(server, 'metrics_port') === port) {
     issues.push({ path: 'server.metrics_port', message: `must differ from server.port (${port}): /metrics gets a listener of its own` })
+  }
+  // A body the gateway accepts must fit in its waiting room, or it could never wait.
+  const bodyLimit = member(server, 'body_limit_bytes') ?? DEFAULT_BODY_LIMIT_BYTES
+  const queuedLimit = member(server, 'queued_body_limit_bytes') ?? DEFAULT_QUEUED_BODY_LIMIT_BYTES
+  if (typeof bodyLimit === 'number' && typeof queuedLimit === 'number' && queuedLimit < bodyLimit) {
+    issues.push({ path: 'server.queued_body_limit_bytes', message: `must be at least server.body_limit_bytes (${bodyLimit}): a request with a body that large could never wait for a slot` })
   }
   return issues
 }

@@ -41,11 +41,16 @@ export const SCOPES = ['chat', 'training', 'checkpoints', 'objects'] as const
 export const BEARER_SCOPES = ['chat', 'training', 'checkpoints'] as const
 export type Scope = (typeof SCOPES)[number]
 
+export const DEFAULT_BODY_LIMIT_BYTES = 8 * 1024 * 1024
+export const DEFAULT_QUEUED_BODY_LIMIT_BYTES = 256 * 1024 * 1024
+
 export const ServerConfig = Type.Object(
   {
     host: Type.String({ default: '127.0.0.1', minLength: 1 }),
     port: Type.Integer({ default: DEFAULT_PORT, minimum: 0, maximum: 65535 }),
-    body_limit_bytes: Type.Integer({ default: 8 * 1024 * 1024, minimum: 1024 }),
+    body_limit_bytes: Type.Integer({ default: DEFAULT_BODY_LIMIT_BYTES, minimum: 1024 }),
+    // The bodies of requests waiting for a slot, all models together (scheduling/queued-bodies.ts).
+    queued_body_limit_bytes: Type.Integer({ default: DEFAULT_QUEUED_BODY_LIMIT_BYTES, minimum: 1024 }),
     // The largest chat answer read whole (not streamed) before it is sent on: it is held in memory.
     answer_limit_bytes: Type.Integer({ default: 64 * 1024 * 1024, minimum: 1024 }),
     shutdown_grace_ms: Milliseconds({ default: 30000, minimum: 0 }),

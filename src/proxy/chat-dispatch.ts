@@ -12,7 +12,7 @@ import { classifyUpstreamFailure, isRetryable, upstreamError, type UpstreamFailu
 import type { Backend } from '../routing/backend.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { noHealthyBackend } from '../routing/no-healthy-backend.js'
-import type { ModelSlots, SlotLease } from '../state/store.js'
+import type { ModelSlots, SlotLease, SlotRequest } from '../state/store.js'
 import type { HeaderMap } from './headers.js'
 import type { ClientDeparture } from './client-departure.js'
 import { UpstreamCall, type UpstreamHeaders } from './upstream-call.js'
@@ -57,15 +57,17 @@ export interface ChatDispatch {
 export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
   const { route, slots, signal, choose } = job
   if (!route.hasUsableBackend(job.now())) throw noHealthyBackend(route.name)
+  // The body's length stands for what a waiter holds (characters or bytes: a measure, not an exact count).
+  const slotRequest: SlotRequest = { priority: job.priority, signal, choose, bodyBytes: job.payload.length }
   const retryOn = async (tried: ReadonlySet<string>, attempt: number, backendDown = false): Promise<SlotLease | null> => {
     if (attempt >= route.settings.retries) return null
     const free = await slots.tryAcquire(tried, choose)
     if (free !== null || !backendDown || !route.hasUsableBackend(job.now())) return free
     // The backend refused the connection (and is ejected for it): a slot it was handed as a waiter is
     // no answer, so the request waits for one on a backend that is up, as it did before.
-    return slots.acquire({ priority: job.priority, signal, choose })
+    return slots.acquire(slotRequest)
   }
-  let lease = await slots.acquire({ priority: job.priority, signal, choose })
+  let lease = await slots.acquire(slotRequest)
   const queueWaitMs = lease.waitedMs
   const tried = new Set<string>()
   for (let attempt = 0; ; attempt++) {

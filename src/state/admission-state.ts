@@ -9,6 +9,7 @@ import { buildRedisState } from './redis-state.js'
 import { NO_PEERS, type SlotPeers } from './slot-peers.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import type { AdmissionObserver, AdmissionState, KeyLimiter } from './store.js'
+import type { BodyBudget } from '../scheduling/queued-bodies.js'
 
 const REDIS_UP = 'sluice_redis_up'
 
@@ -31,6 +32,8 @@ export interface AdmissionDeps {
    * limits apply at once). [a new one]
    */
   readonly keysFrom?: KeyLimiter
+  /** The bodies of waiting requests, counted across models and generations. [not counted] */
+  readonly bodyBudget?: BodyBudget
 }
 
 export function buildAdmissionState(config: GatewayConfig, deps: AdmissionDeps): AdmissionState {
@@ -39,7 +42,7 @@ export function buildAdmissionState(config: GatewayConfig, deps: AdmissionDeps):
     // DESIGN.md: sluice_redis_up exists in redis mode; a memory gateway has no Redis to be down.
     registry.removeSingleMetric(REDIS_UP)
     const keys = deps.keysFrom instanceof MemoryKeyLimiter ? deps.keysFrom : undefined
-    return buildMemoryState(config, deps.usable, deps.clock, deps.observer, deps.peers ?? NO_PEERS, keys)
+    return buildMemoryState(config, deps.usable, deps.clock, deps.observer, deps.peers ?? NO_PEERS, keys, deps.bodyBudget)
   }
   if (registry.getSingleMetric(REDIS_UP) === undefined) registry.registerMetric(redisUp)
   return buildRedisState(config, deps)

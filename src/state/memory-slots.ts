@@ -5,7 +5,7 @@
 import type { Clock } from '../context.js'
 import { backendsWithRoom, decideArrival } from '../scheduling/admission.js'
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
-import { slotRefusal } from './slot-refusals.js'
+import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import { observedLease } from './observed-lease.js'
 import type { AdmissionObserver, AdmissionRefused, ModelSlots, ModelSlotSettings, SlotLease, SlotRejection, SlotRequest } from './store.js'
 
@@ -76,6 +76,7 @@ export class MemoryModelSlots implements ModelSlots {
   }
 
   #enqueue(request: SlotRequest, arrivedAt: number, resolve: Waiter['resolve'], reject: Waiter['reject']): void {
+    const bytes = request.bodyBytes ?? 0
     const waiter: Waiter = {
       priority: request.priority,
       seq: this.#seq++,
@@ -87,11 +88,17 @@ export class MemoryModelSlots implements ModelSlots {
       cleanup: () => {
         clearTimeout(timer)
         request.signal.removeEventListener('abort', onAbort)
+        this.#settings.bodyBudget?.release(bytes)
       },
     }
     const decision = decideArrival(this.#queue.size, this.#settings.maxQueue, this.#queue.worst(), waiter)
     if (decision.kind === 'reject') {
       reject(this.#refusal('queue_full'))
+      return
+    }
+    const budget = this.#settings.bodyBudget
+    if (budget !== undefined && !budget.take(bytes)) {
+      reject(bodiesRefusal(budget))
       return
     }
     if (decision.kind === 'evict-and-queue') this.#leave(decision.evicted, this.#refusal('queue_full'))

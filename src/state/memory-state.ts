@@ -4,11 +4,13 @@ import type { GatewayConfig } from '../config/resolve.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import { MemoryModelSlots } from './memory-slots.js'
 import { NO_PEERS, type SlotPeers } from './slot-peers.js'
+import type { BodyBudget } from '../scheduling/queued-bodies.js'
 import type { AdmissionObserver, AdmissionState, ModelSlots, ModelSlotSettings } from './store.js'
 
 /** The slot settings of one configured model. */
-export function modelSlotSettings(model: GatewayConfig['models'][number], usable: (model: string, backend: string) => boolean): ModelSlotSettings {
+export function modelSlotSettings(model: GatewayConfig['models'][number], usable: (model: string, backend: string) => boolean, bodyBudget?: BodyBudget): ModelSlotSettings {
   return {
+    bodyBudget,
     model: model.name,
     backends: model.backends.map((b) => b.name),
     slotsPerBackend: model.max_concurrency_per_backend,
@@ -25,12 +27,13 @@ export function buildMemoryState(
   observer: AdmissionObserver,
   peers: SlotPeers = NO_PEERS,
   keys: MemoryKeyLimiter = new MemoryKeyLimiter(clock),
+  bodyBudget?: BodyBudget,
 ): AdmissionState {
   const slots = new Map<string, ModelSlots>()
   for (const model of config.models) {
     const urls = new Map(model.backends.map((b) => [b.name, b.url]))
     const settings = {
-      ...modelSlotSettings(model, usable),
+      ...modelSlotSettings(model, usable, bodyBudget),
       // Another generation's requests on the same backend count against its slots (after a reload).
       elsewhere: (backend: string) => peers.held(model.name, backend, urls.get(backend) ?? ''),
       onFreed: () => peers.freed(model.name),

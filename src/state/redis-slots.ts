@@ -23,7 +23,7 @@ import { RedisUnavailable, type RedisLink, type ReplicaMessage } from './redis-l
 import { SlotCalls, type SlotReply } from './redis-slot-calls.js'
 import { RedisLeases } from './redis-leases.js'
 import { RedisWaiters, type Waiter } from './redis-waiters.js'
-import { slotRefusal } from './slot-refusals.js'
+import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import type { AdmissionObserver, AdmissionRefused, ModelSlots, ModelSlotSettings, SlotLease, SlotRejection, SlotRequest } from './store.js'
 import { observedLease } from './observed-lease.js'
 
@@ -56,7 +56,7 @@ export class RedisModelSlots implements ModelSlots {
       leave: (waiter: Waiter, cause: 'aborted' | 'timed_out') => this.#leave(waiter, cause === 'aborted' ? waiter.request.signal.reason : this.#refusal('queue_timeout')),
       tick: this.#sync,
     }
-    this.#waiters = new RedisWaiters(events, link.timings.backstopMs)
+    this.#waiters = new RedisWaiters(events, link.timings.backstopMs, settings.bodyBudget)
     link.subscribe(this.#calls.keys.freedChannel, (publisher) => {
       if (publisher !== link.replicaId) this.#serve()
     })
@@ -144,8 +144,12 @@ export class RedisModelSlots implements ModelSlots {
       return
     }
     if (reply.status === 'granted') this.#grant(waiter, reply.backend)
-    else if (reply.status === 'queued') this.#waiters.queued(waiter, reply.seq ?? 0)
-    else this.#waiters.drop(waiter, this.#refusal('queue_full'))
+    else if (reply.status !== 'queued') this.#waiters.drop(waiter, this.#refusal('queue_full'))
+    else if (!this.#waiters.queued(waiter, reply.seq ?? 0)) {
+      // Counted only once queued (one granted at once holds nothing): over the budget, its entry leaves again.
+      this.#waiters.drop(waiter, bodiesRefusal(this.#settings.bodyBudget!))
+      this.#fire(this.#calls.leave([waiter.id]))
+    }
   }
 
   /**

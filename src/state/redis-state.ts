@@ -24,7 +24,7 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
   const slots = new Map<string, FailoverModelSlots>()
   const shared: RedisModelSlots[] = []
   for (const model of config.models) {
-    const settings = modelSlotSettings(model, usable)
+    const settings = modelSlotSettings(model, usable, deps.bodyBudget)
     const modelSlots = new RedisModelSlots(settings, clock, observer, link)
     // Local limits count this replica's Redis leases still running, so an outage admits no extra request.
     const local = new MemoryModelSlots({ ...settings, elsewhere: (backend) => modelSlots.inFlight(backend) }, clock, observer)

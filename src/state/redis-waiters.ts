@@ -6,6 +6,7 @@
  * any exists, a backstop timer ticks (heartbeat and re-check).
  */
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
+import type { BodyBudget } from '../scheduling/queued-bodies.js'
 import type { SlotLease, SlotRequest } from './store.js'
 
 export interface Waiter extends QueueEntry {
@@ -14,6 +15,8 @@ export interface Waiter extends QueueEntry {
   readonly arrivedAt: number
   seq: number
   phase: 'calling' | 'queued' | 'granted' | 'left'
+  /** Bytes of its body counted in the body budget while it is queued (0: none). */
+  heldBytes: number
   resolve(lease: SlotLease): void
   reject(error: unknown): void
   cleanup(): void
@@ -29,13 +32,15 @@ export interface WaiterEvents {
 export class RedisWaiters {
   readonly #events: WaiterEvents
   readonly #tickMs: number
+  readonly #budget: BodyBudget | undefined
   readonly #byId = new Map<string, Waiter>()
   readonly #queue = new WaitQueue<Waiter>()
   #ticker: NodeJS.Timeout | null = null
 
-  constructor(events: WaiterEvents, tickMs: number) {
+  constructor(events: WaiterEvents, tickMs: number, budget?: BodyBudget) {
     this.#events = events
     this.#tickMs = tickMs
+    this.#budget = budget
   }
 
   /** A new waiter, calling; it leaves on its request's abort or after `maxWaitMs`. */
@@ -50,6 +55,7 @@ export class RedisWaiters {
       request,
       arrivedAt,
       phase: 'calling',
+      heldBytes: 0,
       ...settle,
       cleanup: () => {
         clearTimeout(timer)
@@ -82,10 +88,19 @@ export class RedisWaiters {
     return this.#queue.size
   }
 
-  queued(waiter: Waiter, seq: number): void {
+  /**
+   * The shared queue took the waiter: it waits here now, its body counted in
+   * the budget. False when the body would pass the budget: nothing changed,
+   * and the caller turns it away (its entry leaves Redis).
+   */
+  queued(waiter: Waiter, seq: number): boolean {
+    const bytes = waiter.request.bodyBytes ?? 0
+    if (this.#budget !== undefined && !this.#budget.take(bytes)) return false
+    waiter.heldBytes = this.#budget === undefined ? 0 : bytes
     waiter.phase = 'queued'
     waiter.seq = seq
     this.#queue.push(waiter)
+    return true
   }
 
   /** Takes a calling or queued waiter out as granted; false when it was not waiting any more. */
@@ -113,6 +128,8 @@ export class RedisWaiters {
   #forget(waiter: Waiter): void {
     this.#byId.delete(waiter.id)
     waiter.cleanup()
+    this.#budget?.release(waiter.heldBytes)
+    waiter.heldBytes = 0
     this.#queue.remove(waiter)
     if (this.#byId.size === 0) this.#stopTicking()
   }

@@ -10,6 +10,7 @@
  */
 import type { KeyLimitSettings } from '../config/schema.js'
 import type { HealthBoard } from './health-board.js'
+import type { BodyBudget } from '../scheduling/queued-bodies.js'
 
 export type SlotRejection = 'queue_full' | 'queue_timeout' | 'shutting_down'
 export type KeyRejection = 'rate_limit_requests' | 'rate_limit_tokens' | 'concurrency'
@@ -43,6 +44,8 @@ export interface SlotRequest {
   readonly signal: DepartureSignal
   /** Picks one backend among those with a free slot (the balancer). */
   readonly choose: (candidates: readonly string[]) => string
+  /** The size of the request's body, held for as long as it waits (the settings' bodyBudget). [0] */
+  readonly bodyBytes?: number
 }
 
 export interface SlotLease {
@@ -130,4 +133,6 @@ export interface ModelSlotSettings {
   readonly elsewhere?: (backend: string) => number
   /** Called when a slot was freed and this queue served: another store may have a taker. [none] */
   readonly onFreed?: () => void
+  /** The bodies of waiting requests, counted with every other model's (queued-bodies.ts). [not counted] */
+  readonly bodyBudget?: BodyBudget
 }

@@ -37,7 +37,7 @@ function paths(list: readonly ValidationIssue[]): string[] {
 describe('parseConfig: defaults', () => {
   it('fills every default of a minimal file', () => {
     const config = ok(MODEL)
-    expect(config.server).toEqual({ host: '127.0.0.1', port: 8080, body_limit_bytes: 8 * 1024 * 1024, answer_limit_bytes: 64 * 1024 * 1024, shutdown_grace_ms: 30000 })
+    expect(config.server).toEqual({ host: '127.0.0.1', port: 8080, body_limit_bytes: 8 * 1024 * 1024, queued_body_limit_bytes: 256 * 1024 * 1024, answer_limit_bytes: 64 * 1024 * 1024, shutdown_grace_ms: 30000 })
     expect(config.state).toEqual({ kind: 'memory', key_prefix: 'sluice:' })
     expect(config.auth).toEqual({ keys: [], users: [] })
     expect(config.log).toEqual({ level: 'info' })
@@ -254,6 +254,12 @@ models:
     expect(issues(`server: { port: 9000, metrics_port: 9000 }\n${MODEL}`)).toEqual([{ path: 'server.metrics_port', message: expect.stringContaining('must differ from server.port (9000)') }])
     expect(paths(issues(`server: { metrics_port: 8080 }\n${MODEL}`))).toEqual(['server.metrics_port'])
     expect(ok(`server: { port: 0, metrics_port: 0 }\n${MODEL}`).server.metrics_port).toBe(0)
+  })
+
+  it('refuses a queued_body_limit_bytes below body_limit_bytes, given or default: a body that large could never wait', () => {
+    expect(issues(`server: { body_limit_bytes: 4096, queued_body_limit_bytes: 4095 }\n${MODEL}`)).toEqual([{ path: 'server.queued_body_limit_bytes', message: expect.stringContaining('at least server.body_limit_bytes (4096)') }])
+    expect(paths(issues(`server: { queued_body_limit_bytes: 1048576 }\n${MODEL}`))).toEqual(['server.queued_body_limit_bytes'])
+    expect(ok(`server: { body_limit_bytes: 4096, queued_body_limit_bytes: 4096 }\n${MODEL}`).server.queued_body_limit_bytes).toBe(4096)
   })
 
   it('does not echo an unknown key that looks like "name:value" with the space missing: it may be a secret', () => {

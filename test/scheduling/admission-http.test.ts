@@ -183,6 +183,49 @@ describe('a full queue', () => {
   })
 })
 
+describe('the bodies of waiting requests (server.queued_body_limit_bytes)', () => {
+  // Regression (resource audit): queued requests held their bodies with nothing bounding the
+  // total (~26 MiB each with 8 MiB bodies; 1,000 may wait per model).
+  it('a request whose body would pass the limit while it waits gets 429 queue_full; a smaller one waits; one with a free slot is not counted', async () => {
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
+    const other = await cleanups.standIn({ tokens: 2 })
+    const gw = await cleanups.gateway({
+      server: { shutdown_grace_ms: 1000, body_limit_bytes: 4096, queued_body_limit_bytes: 4096 },
+      auth: { keys: [key.entry] },
+      models: [
+        { name: 'm', served_name: 'stand-in-model', max_concurrency_per_backend: 1, backends: [{ url: backend.url, name: 'b1' }] },
+        { name: 'free', served_name: 'stand-in-model', backends: [{ url: other.url, name: 'f1' }] },
+      ],
+    })
+    const padded = (marker: string, size: number) => `${marker}:${'x'.repeat(size)}`
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, padded('busy', 3000))
+    await running
+    const big = send(gw, padded('big', 2500))
+    await untilQueueDepth(gw, 1)
+
+    const refused = await errorOf(await send(gw, padded('bigger', 2000)))
+    expect(refused).toMatchObject({ status: 429, error: { type: 'rate_limit_error', code: 'queue_full', param: null } })
+    expect(refused.error.message).toContain('server.queued_body_limit_bytes')
+    expectRetryAfter(refused.retryAfter, 1)
+    const small = send(gw, 'small')
+    await untilQueueDepth(gw, 2)
+    // Another model's request with a slot free holds nothing while it runs: it is served.
+    const elsewhere = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'free', messages: [{ role: 'user', content: padded('elsewhere', 3000) }] }),
+    })
+    expect(elsewhere.status).toBe(200)
+
+    expect(markerOf(await releaseOneAndTakeNext(backend)).startsWith('big:')).toBe(true)
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('small')
+    backend.releaseHeld(1)
+    expect((await Promise.all([busy, big, small])).map((r) => r.status)).toEqual([200, 200, 200])
+    expect(await scrapeMetric(gw.url, 'sluice_rejections_total', { reason: 'queue_full' })).toBe(1)
+  })
+})
+
 describe('leaving the queue', () => {
   it('answers 503 overloaded_error queue_timeout with Retry-After after max_wait_ms', async () => {
     const backend = await cleanups.standIn({ hold: true, tokens: 2 })

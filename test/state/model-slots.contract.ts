@@ -10,6 +10,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { AdmissionRefused, type AdmissionObserver, type ModelSlots, type ModelSlotSettings, type SlotLease, type SlotRequest } from '../../src/state/store.js'
 import { ClientDeparture } from '../../src/proxy/client-departure.js'
+import { QueuedBodies } from '../../src/scheduling/queued-bodies.js'
 import { seeded } from '../support/seeded-random.js'
 
 /** What a ModelSlots implementation is built from in this suite: no other store's requests to count. */
@@ -309,6 +310,41 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       await second.settled
       expect(refusal(second.error).reason).toBe('queue_full')
       expect(slots.queueDepth()).toBe(0)
+    })
+
+    it('counts the bodies of waiters only: one past the body budget is turned away as queue_full, a smaller one still waits, and leaving gives the room back', async () => {
+      const budget = new QueuedBodies().budget(100)
+      const slots = await open({ bodyBudget: budget })
+      // Granted at once: holds nothing in the budget, whatever its size.
+      const first = await slots.acquire(request(0, { bodyBytes: 1000 }))
+      expect(budget.held).toBe(0)
+      const big = acquire(slots, 'big', 0, { bodyBytes: 70 })
+      await flush()
+      expect(big.state).toBe('pending')
+      expect(budget.held).toBe(70)
+
+      // A better priority does not push a waiter out for its body: the arrival is turned away.
+      const over = acquire(slots, 'over', -5, { bodyBytes: 40 })
+      await over.settled
+      expect(refusal(over.error).reason).toBe('queue_full')
+      expect(refusal(over.error).retryAfterMs).toBeGreaterThan(0)
+      expect(refusal(over.error).message).toContain('server.queued_body_limit_bytes')
+      const leaving = new AbortController()
+      const small = acquire(slots, 'small', 0, { bodyBytes: 30, signal: leaving.signal })
+      await flush()
+      expect(small.state).toBe('pending')
+      expect(budget.held).toBe(100)
+      expect(slots.queueDepth()).toBe(2)
+
+      first.release()
+      await big.settled
+      expect(big.state).toBe('granted')
+      expect(budget.held).toBe(30)
+      leaving.abort(new Error('client left'))
+      await small.settled
+      expect(small.state).toBe('rejected')
+      expect(budget.held).toBe(0)
+      big.lease!.release()
     })
 
     it('rejects a waiter with queue_timeout after maxWaitMs; it takes no slot afterwards', async () => {
