@@ -1,5 +1,6 @@
 import { once } from 'node:events'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
+import { execFileSync, type ChildProcess } from 'node:child_process'
 import { createServer, type AddressInfo } from 'node:net'
 import { createHash } from 'node:crypto'
 import { tmpdir } from 'node:os'
@@ -64,6 +65,29 @@ async function readAll(response: Response, onFirst: () => void = () => undefined
 }
 
 describe('SIGHUP reload', () => {
+  // Regression: the listener was installed only once the imports had run and the config was read
+  // (~0.8 s): a SIGHUP then, a reload sidecar's as the pod starts, killed the process.
+  it('a SIGHUP while the gateway is still starting (reading its config) is ignored, with a warning', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-lifecycle-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const fifo = join(dir, 'gateway.yaml')
+    execFileSync('mkfifo', [fifo])
+    let child!: ChildProcess
+    const starting = startGatewayProcess(fifo, {}, (spawned) => (child = spawned))
+    cleanups.push(async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    })
+    // Opening a FIFO for writing waits for its reader: the gateway is reading its config now.
+    const writer = await open(fifo, 'w')
+    child.kill('SIGHUP')
+    await writer.writeFile(config([{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }]))
+    await writer.close()
+
+    const gateway = await starting
+    expect(await gateway.waitForLine((line) => line.msg === 'SIGHUP before the gateway was ready: ignored')).toMatchObject({ level: 40, signals: 1 })
+    expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
+  })
+
   it('a valid new config adding a model takes effect without dropping a stream in flight', async () => {
     const slow = await cleanups.standIn({ tokens: 30, interTokenDelayMs: 30 })
     const other = await cleanups.standIn({ tokens: 2 })

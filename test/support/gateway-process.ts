@@ -22,8 +22,10 @@ export interface GatewayProcess {
   stderr(): string
 }
 
-export async function startGatewayProcess(configFile: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
+/** `onSpawn` sees the child before it is listening (to signal it while it starts). */
+export async function startGatewayProcess(configFile: string, env: Record<string, string> = {}, onSpawn?: (child: ChildProcess) => void): Promise<GatewayProcess> {
   const child = spawn(process.execPath, ['dist/main.js', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
+  onSpawn?.(child)
   const lines: Record<string, unknown>[] = []
   // Listened for from the start, so an end that comes early is not missed.
   const outputEnd = once(child.stdout!, 'end').then(() => undefined)

@@ -1,0 +1,126 @@
+/**
+ * What the entry point (main.ts) runs once its SIGHUP listener is in place:
+ * parses the command line, loads the configuration, starts the gateway and
+ * wires the process signals. With main.ts, the only module that reads
+ * `process` (environment, arguments, signals); log-destination.ts alone
+ * also reports to its stderr and flushes on its exit.
+ */
+import { parseArguments, USAGE, UsageError } from './arguments.js'
+import { runCheck } from './check.js'
+import { runHashSecret } from './hash-secret.js'
+import { ConfigError, loadConfigFile } from '../config/load.js'
+import { createLogger } from '../logger.js'
+import { asyncStdout } from '../log-destination.js'
+import { StartError, startGateway, type RunningGateway } from '../server.js'
+import type { Logger } from 'pino'
+import { formatIssue } from '../schemas/validation-issue.js'
+
+/** main.ts's SIGHUP listener: it counts signals until a handler is set, then calls the handler. */
+export interface SighupRelay {
+  /** SIGHUPs that came before a handler was set. */
+  readonly early: () => number
+  readonly handle: (handler: () => void) => void
+}
+
+const DEFAULT_CONFIG = 'config/gateway.yaml'
+
+async function main(sighup: SighupRelay): Promise<number> {
+  const args = parseArguments(process.argv.slice(2), process.env)
+  if (args.command === 'help') {
+    process.stdout.write(`${USAGE}\n`)
+    return 0
+  }
+  if (args.command === 'hash-password' || args.command === 'hash-token') return runHashSecret(args.command, process.stdin)
+  const configFile = args.configFile ?? DEFAULT_CONFIG
+  if (args.command === 'check') return runCheck(configFile, process.env)
+
+  const config = await loadConfigFile(configFile, process.env)
+  const logger = createLogger(config.log.level, asyncStdout())
+  logNodeWarnings(logger)
+  // Reloads are ignored until the gateway is up (main.ts has listened since the process started).
+  let gateway: RunningGateway | null = null
+  let draining = false
+  if (sighup.early() > 0) logger.warn({ signals: sighup.early() }, 'SIGHUP before the gateway was ready: ignored')
+  sighup.handle(() => {
+    if (gateway === null) logger.warn('SIGHUP before the gateway was ready: ignored')
+    // Not a failed reload: there is nothing left to reload into.
+    else if (draining) logger.info('SIGHUP while draining: ignored')
+    else void reloadFrom(configFile, gateway, logger)
+  })
+  gateway = await startGateway(config, logger)
+  const running = gateway
+
+  const stop = (signal: string) => {
+    // A second signal while draining: whoever sent it does not want to wait.
+    if (draining) {
+      logger.warn({ signal }, 'second signal while draining: exiting without waiting for requests in flight')
+      process.exit(1)
+    }
+    draining = true
+    logger.info({ signal, grace_ms: running.context.config.server.shutdown_grace_ms }, 'draining')
+    running.shutdown().then(
+      () => {
+        logger.info('stopped')
+        process.exit(0)
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'shutdown failed')
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', stop)
+  process.on('SIGINT', stop)
+  logger.info({ url: running.url, metrics_url: running.metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
+  return -1
+}
+
+/**
+ * Node's own warnings (a deprecation, an insecure TLS setting) as log lines
+ * rather than plain text on stderr, where a log pipeline reading JSON loses
+ * them. Only in place of Node's printer: `--no-warnings` still silences them.
+ */
+function logNodeWarnings(logger: Logger): void {
+  if (process.listenerCount('warning') === 0) return
+  process.removeAllListeners('warning')
+  process.on('warning', (warning: Error & { code?: string }) => {
+    logger.warn({ warning: { name: warning.name, code: warning.code ?? null, message: warning.message } }, 'Node.js warning')
+  })
+}
+
+/** SIGHUP: a valid new config serves new requests; an invalid one is logged and the old one keeps serving. */
+async function reloadFrom(configFile: string, gateway: RunningGateway, logger: Logger): Promise<void> {
+  const reloads = gateway.context.metrics.configReloads
+  let config
+  try {
+    config = await loadConfigFile(configFile, process.env)
+  } catch (error) {
+    reloads.inc({ result: 'invalid' })
+    const problems = error instanceof ConfigError ? error.issues.map(formatIssue) : [String(error)]
+    logger.error({ config: configFile, problems }, 'config reload refused: the current config keeps serving')
+    return
+  }
+  try {
+    await gateway.reload(config)
+    reloads.inc({ result: 'ok' })
+    logger.info({ config: configFile, models: config.models.map((m) => m.name) }, 'config reloaded')
+  } catch (error) {
+    reloads.inc({ result: 'failed' })
+    logger.error({ err: error }, 'config reload failed: the current config keeps serving')
+  }
+}
+
+/** Runs the command line given; the process's exit code says how it went. */
+export function serve(sighup: SighupRelay): void {
+  main(sighup).then(
+    (code) => {
+      if (code >= 0) process.exitCode = code
+    },
+    (error: unknown) => {
+      // What the operator must fix is said in one line; a stack only for what is a bug.
+      const known = error instanceof ConfigError || error instanceof UsageError || error instanceof StartError
+      console.error(known ? `sluice: ${error.message}` : error)
+      process.exitCode = error instanceof UsageError ? 2 : 1
+    },
+  )
+}
