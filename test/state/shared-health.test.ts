@@ -5,7 +5,6 @@
  * A's shared verdict, then back when A's check passes again, or when A is
  * gone and its verdict lapses.
  */
-import { createServer } from 'node:http'
 import { Redis } from 'ioredis'
 import { expect, it } from 'vitest'
 import type { VllmStandIn } from '../../src/dev/vllm-stand-in.js'
@@ -14,8 +13,7 @@ import { configFrom, makeKey, type TestGateway } from '../support/gateway.js'
 import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { trackedAfterEach } from '../support/tracked.js'
 import { scrapeMetric, until } from '../support/metrics.js'
-import { deferred } from '../support/deferred.js'
-import { listenForTest } from '../support/listen.js'
+import { movedBackend } from '../support/moved-backend.js'
 
 const key = makeKey('team-a', ['chat'])
 const FAST_MS = 100
@@ -86,27 +84,7 @@ describeWithRedis('shared backend health (Redis mode)', () => {
   // retiring generation, kept alive by a stream in flight, went on checking the old URL and shared
   // its down verdicts under that name, which took the new URL out of service on every replica.
   it('a retiring generation shares nothing: its checks of a backend’s old URL reach no replica', async () => {
-    let oldUrlChecks = 0
-    const oldUrl = await listenForTest(
-      createServer((_req, res) => {
-        oldUrlChecks++
-        res.writeHead(500, { 'content-length': 0 }).end()
-      }),
-      cleanups,
-    )
-    const newUrl = await listenForTest(createServer((_req, res) => res.writeHead(200, { 'content-length': 0 }).end()), cleanups)
-    const release = deferred()
-    const holding = await listenForTest(
-      createServer((req, res) => {
-        if (req.method !== 'POST') return void res.writeHead(200, { 'content-length': 0 }).end()
-        req.resume()
-        res.writeHead(200, { 'content-type': 'text/event-stream' })
-        res.write('data: {"choices":[]}\n\n')
-        void release.promise.then(() => res.end('data: [DONE]\n\n'))
-      }),
-      cleanups,
-    )
-    cleanups.push(async () => release.resolve())
+    const { oldUrl, newUrl, holding, oldUrlChecks, release } = await movedBackend(cleanups)
     const prefix = uniquePrefix('health')
     const moved = (xUrl: string, intervalMs: number) => ({
       server: { shutdown_grace_ms: 200 },
@@ -129,13 +107,13 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     await a.reload(configFrom(moved(newUrl, FAST_MS)))
     // The verdict shared before the reload is withdrawn or lapses; one shared since would put x down again.
     await until(async () => (await xUp(a.url)) === 1 && (await xUp(b.url)) === 1, 'x up on both replicas at its new URL', 3000)
-    const checked = oldUrlChecks
-    await until(() => oldUrlChecks >= checked + 3, 'the retiring generation checking the old URL three more times')
+    const checked = oldUrlChecks()
+    await until(() => oldUrlChecks() >= checked + 3, 'the retiring generation checking the old URL three more times')
 
     expect(await xUp(b.url)).toBe(1)
     expect(await xUp(a.url)).toBe(1)
     expect(await inspect.hexists(modelKeys(prefix, 'm', []).health, 'x')).toBe(0)
-    release.resolve()
+    release()
     await stream.text()
   })
 })
