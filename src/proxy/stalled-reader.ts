@@ -17,10 +17,24 @@
  */
 import type { ServerResponse } from 'node:http'
 
+const NOTHING_TO_STOP = (): void => undefined
+
+/** The guard, stopped when the response closes. */
 export function closeIfUnread(response: ServerResponse, idleMs: number, onClose: () => void): void {
-  if (response.writableFinished) return
+  const stop = watchUnread(response, idleMs, onClose)
+  if (stop !== NOTHING_TO_STOP) response.once('close', stop)
+}
+
+/**
+ * The guard without a 'close' listener of its own: the caller stops it when
+ * the response closes, from a listener it has anyway (a platform answer's
+ * response carries ten 'close' listeners already, one past Node's leak
+ * warning). Returns the function that stops it.
+ */
+export function watchUnread(response: ServerResponse, idleMs: number, onClose: () => void): () => void {
+  if (response.writableFinished) return NOTHING_TO_STOP
   // A whole answer already handed to the socket: nothing will wait (and no timer per request).
-  if (response.writableEnded && response.writableLength === 0) return
+  if (response.writableEnded && response.writableLength === 0) return NOTHING_TO_STOP
   let waiting = response.writableLength
   let drained = false
   const onDrain = (): void => {
@@ -43,5 +57,5 @@ export function closeIfUnread(response: ServerResponse, idleMs: number, onClose:
     response.removeListener('drain', onDrain)
   }
   response.on('drain', onDrain)
-  response.once('close', stop)
+  return stop
 }

@@ -14,7 +14,9 @@ import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../er
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import { markCutOffable } from './in-flight-requests.js'
-import { closeIfUnread } from './stalled-reader.js'
+import { watchUnread } from './stalled-reader.js'
+import { responseClosed } from './client-departure.js'
+import type { KeyTicket } from '../state/store.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 
 export interface PlatformRequest {
@@ -25,11 +27,26 @@ export interface PlatformRequest {
   readonly body: Buffer | null
 }
 
-export async function forwardToUpstream(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, call: PlatformRequest): Promise<FastifyReply> {
+/**
+ * `ticket`: the key's share, given back when the response closes. One
+ * 'close' listener does all this module's work at the close (the key's
+ * share, the upstream call, the stall guard): with fastify's and the
+ * stream pipe's, a platform response carried eleven, and Node logged a
+ * leak warning for every request.
+ */
+export async function forwardToUpstream(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, call: PlatformRequest, ticket: KeyTicket): Promise<FastifyReply> {
+  // The client left during admission (a round trip in redis mode): its 'close' is past, nothing to answer.
+  if (responseClosed(reply.raw)) {
+    ticket.release()
+    return reply.hijack()
+  }
   const upstreamAbort = new AbortController()
+  let stopStallGuard = (): void => undefined
   // A shutdown's cut-off aborts with its own error: the client is told (503), or its access line says so.
   markCutOffable(reply.raw, { cutOff: (reason) => upstreamAbort.abort(reason) })
   reply.raw.on('close', () => {
+    ticket.release()
+    stopStallGuard()
     if (!reply.raw.writableFinished) upstreamAbort.abort()
   })
   // Before the call: a 502/504 access line names the upstream that failed, as the chat route's does.
@@ -50,7 +67,7 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   // A client reading nothing pauses the upstream, where undici's body timeout does not run: the
   // upstream's own silence bound (first_byte_ms, its body timeout too) bounds the client's as well.
   const idleMs = upstream.settings.timeouts.first_byte_ms
-  closeIfUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, upstream: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for first_byte_ms: connection closed'))
+  stopStallGuard = watchUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, upstream: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for first_byte_ms: connection closed'))
   return reply.code(response.statusCode).headers(headers).send(response.body)
 }
 

@@ -5,7 +5,6 @@
  * A key's limits count its calls here too, as they count its chat requests.
  * A route whose upstream is not configured is not registered (404).
  */
-import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
 import type { UpstreamName } from '../config/schema.js'
@@ -18,9 +17,7 @@ import { checkpointUpstreamPath, parseCheckpointQuery } from '../schemas/checkpo
 import { checkRequestIdHeader } from '../schemas/request-id.js'
 import type { RouteFamily } from '../request-facts.js'
 import { forwardToUpstream, type PlatformRequest } from '../proxy/upstream-forward.js'
-import { responseClosed } from '../proxy/client-departure.js'
 import { admitKeyLimits } from '../scheduling/key-policy.js'
-import type { KeyTicket } from '../state/store.js'
 
 interface PlatformRoute {
   readonly family: RouteFamily
@@ -89,19 +86,9 @@ export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext
         const call = route.prepare(request)
         // After the body and query, as on the chat route; app.ts took a valid header as the request id.
         checkRequestIdHeader(request.headers['x-request-id'])
-        releaseWhenClosed(reply.raw, await admitKeyLimits(ctx.state, ctx.metrics, request.facts.principal))
-        return forwardToUpstream(ctx, request, reply, upstream, call)
+        const ticket = await admitKeyLimits(ctx.state, ctx.metrics, request.facts.principal)
+        return forwardToUpstream(ctx, request, reply, upstream, call, ticket)
       },
     })
   }
-}
-
-/**
- * The key's share goes back when the response closes, however it ends; at
- * once when the client left during admission (a round trip in redis mode),
- * since its 'close' is already past.
- */
-function releaseWhenClosed(res: ServerResponse, ticket: KeyTicket): void {
-  if (responseClosed(res)) ticket.release()
-  else res.on('close', () => ticket.release())
 }
