@@ -28,6 +28,23 @@ export interface ConnectionDrain {
   inProgress(): ServerResponse[]
 }
 
+/**
+ * A pipelined request's response waits for the ones before it without a
+ * socket of its own, and when the connection closes Node drops it without
+ * a 'close' event (its request gets one). Everything that ends with a
+ * response listens for that event (the access line, the slot and the key's
+ * share, the upstream call, the generation's count of requests): without
+ * it they waited for good. Node will never give such a response a socket:
+ * it is destroyed and its 'close' emitted here.
+ */
+function closeWaitingResponses(responses: Iterable<ServerResponse>): void {
+  for (const response of [...responses]) {
+    if (response.socket !== null || response.destroyed) continue
+    response.destroy()
+    response.emit('close')
+  }
+}
+
 export function trackConnections(server: Server): ConnectionDrain {
   /** The responses in progress on each open connection. */
   const active = new Map<Socket, Set<ServerResponse>>()
@@ -38,8 +55,10 @@ export function trackConnections(server: Server): ConnectionDrain {
   server.on('connection', (socket: Socket) => {
     active.set(socket, new Set())
     socket.once('close', () => {
+      const responses = active.get(socket)
       active.delete(socket)
       closing.delete(socket)
+      if (responses !== undefined) closeWaitingResponses(responses)
     })
   })
   server.on('request', (request, response) => {

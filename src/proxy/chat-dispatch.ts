@@ -26,7 +26,7 @@ export interface ChatAnswer {
   readonly call: UpstreamCall
   /** Attempts that failed before this one. */
   readonly retries: number
-  /** How long the request waited for its first slot (a retry's slot is taken without waiting). */
+  /** How long the request waited in the queue, in all (a retry's slot is taken without waiting; a request put back after a refused connection waits again). */
   readonly queueWaitMs: number
 }
 
@@ -48,8 +48,13 @@ export interface ChatDispatch {
   readonly headers: HeaderMap
   /** Aborted when the client goes away: leaves the queue. */
   readonly signal: ClientDeparture
-  /** Called with each exchange started, so the caller can abort it when the client leaves. */
-  readonly onCall: (call: UpstreamCall) => void
+  /**
+   * Called with each exchange started, so the caller can abort it when the
+   * client leaves and say where the request is (its access line names the
+   * backend, the attempts before this one and the queue wait so far, also
+   * when the request ends before an answer).
+   */
+  readonly onCall: (call: UpstreamCall, at: { readonly backend: Backend; readonly retries: number; readonly queueWaitMs: number }) => void
   readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void
   readonly onSuccess: (backend: Backend) => void
 }
@@ -65,10 +70,12 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     if (free !== null || !backendDown || !route.hasUsableBackend(job.now())) return free
     // The backend refused the connection (and is ejected for it): a slot it was handed as a waiter is
     // no answer, so the request waits for one on a backend that is up, as it did before.
-    return slots.acquire(slotRequest)
+    const requeued = await slots.acquire(slotRequest)
+    queueWaitMs += requeued.waitedMs
+    return requeued
   }
   let lease = await slots.acquire(slotRequest)
-  const queueWaitMs = lease.waitedMs
+  let queueWaitMs = lease.waitedMs
   const tried = new Set<string>()
   for (let attempt = 0; ; attempt++) {
     const backend = route.backend(lease.backend)
@@ -78,7 +85,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     try {
       signal.throwIfAborted()
       call = new UpstreamCall(backend.pool, { path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload }, backend.firstByteMs)
-      job.onCall(call)
+      job.onCall(call, { backend, retries: attempt, queueWaitMs })
       response = await call.head
     } catch (error) {
       if (signal.aborted) {

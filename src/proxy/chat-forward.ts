@@ -65,13 +65,14 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       payload: job.payload,
       headers: upstreamRequestHeaders(request, job.requestId),
       signal: client,
-      onCall: (started) => {
+      onCall: (started, at) => {
         call = started
+        request.facts.backend = at.backend.name
+        request.facts.retries = at.retries
+        request.facts.queueWaitMs = at.queueWaitMs
       },
       now: () => ctx.clock.now(),
       onFailure: (backend, outcome) => {
-        // A 502/504 access line names the backend that failed last (an answer from another overwrites it).
-        request.facts.backend = backend.name
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason: outcome })
         ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome))
       },
@@ -82,9 +83,6 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     if (client.aborted) return unlessCutOff(reply, client)
     throw refusalToError(error, ctx.metrics)
   }
-  request.facts.backend = answer.backend.name
-  request.facts.retries = answer.retries
-  request.facts.queueWaitMs = answer.queueWaitMs
   const settle = settlement(ctx, request, job, answer)
   // Added to the fresh map rather than spread into a new one: a spread that overrides keys is V8's slow path.
   const responseHeaders = responseHeadersFromUpstream(answer.headers)

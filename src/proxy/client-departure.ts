@@ -57,9 +57,15 @@ export class ClientDeparture implements DepartureSignal, CutOffable {
   }
 }
 
-/** Whether the response closed already: its 'close' event is past, and a listener added now would never run. */
+/**
+ * Whether the response closed already: its 'close' event is past, and a
+ * listener added now would never run. A pipelined request's response has
+ * no socket until the answers before it are sent: the connection is its
+ * request's (taking a missing socket for a closed one hung every pipelined
+ * chat request after the first).
+ */
 export function responseClosed(res: ServerResponse): boolean {
-  return res.destroyed || res.socket === null || res.socket.destroyed
+  return res.destroyed || res.req.socket.destroyed
 }
 
 function clientGone(): Error {

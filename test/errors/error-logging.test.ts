@@ -17,11 +17,12 @@ const cleanups = trackedAfterEach()
 
 const gateway = (model: Record<string, unknown>) => cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', ...model }] })
 
-function chat(gw: TestGateway): Promise<Response> {
+function chat(gw: TestGateway, signal?: AbortSignal): Promise<Response> {
   return fetch(`${gw.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    signal,
   })
 }
 
@@ -70,6 +71,39 @@ describe('logging of failed requests', () => {
     for (let i = 0; i < 2; i++) expect((await chat(gw)).status).toBe(200)
     await until(() => gw.logLines().filter((l) => l.msg === 'request completed').length === 2, 'two access lines')
     expect(gw.logLines().filter((l) => l.msg === 'request completed').map((l) => l.backend)).toEqual(['alive', 'alive'])
+  })
+
+  // Regression (observability audit): retries, backend and queue wait were written to the line
+  // only with an answer; a request ending before one said retries 0, backend null.
+  it('every backend failing: the 502 line names the last backend tried, counts the retry and has its queue wait', async () => {
+    const gw = await gateway({
+      retries: 1,
+      balance: 'round_robin',
+      backends: [
+        { url: `http://127.0.0.1:${await deadPort()}`, name: 'first' },
+        { url: `http://127.0.0.1:${await deadPort()}`, name: 'second' },
+      ],
+    })
+    expect((await chat(gw)).status).toBe(502)
+    await until(() => gw.logLines().some((l) => l.msg === 'request completed'), 'the access line')
+    const line = gw.logLines().find((l) => l.msg === 'request completed')!
+    expect(line).toMatchObject({ status: 502, backend: 'second', retries: 1, error_code: 'upstream_unreachable' })
+    expect(typeof line.queue_wait_ms).toBe('number')
+  })
+
+  it('a client leaving while its request is at the backend: the 499 line names that backend and the queue wait', async () => {
+    const held = await cleanups.standIn({ hold: true })
+    const gw = await gateway({ backends: [{ url: held.url, name: 'b' }] })
+    const leaving = new AbortController()
+    const asked = chat(gw, leaving.signal)
+    await once(held.events, 'held')
+    leaving.abort()
+    await expect(asked).rejects.toThrow()
+
+    await until(() => gw.logLines().some((l) => l.msg === 'request completed'), 'the access line')
+    const line = gw.logLines().find((l) => l.msg === 'request completed')!
+    expect(line).toMatchObject({ status: 499, backend: 'b', retries: 0 })
+    expect(typeof line.queue_wait_ms).toBe('number')
   })
 
   it('a queue_timeout 503 writes nothing besides its access line', async () => {

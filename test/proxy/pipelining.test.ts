@@ -1,0 +1,65 @@
+/**
+ * HTTP/1.1 pipelining: requests written back to back on one connection.
+ * Node answers them in order, and a later request's response has no socket
+ * of its own until the ones before it are sent.
+ *
+ * Regressions (security audit): a pipelined chat or platform request after
+ * the first was taken for one whose client had left (its response had no
+ * socket) and never answered; and when the client hung up, the waiting
+ * responses got no 'close' from Node, so their access lines, slots and
+ * upstream calls waited for good.
+ */
+import { connect } from 'node:net'
+import { describe, expect, it } from 'vitest'
+import { makeKey } from '../support/gateway.js'
+import { parseResponses } from '../support/raw-http.js'
+import { nextEvents } from '../support/stand-in-events.js'
+import { scrapeMetric, until } from '../support/metrics.js'
+import { trackedAfterEach } from '../support/tracked.js'
+
+const key = makeKey('k', ['chat'])
+const cleanups = trackedAfterEach()
+
+function chatRequest(marker: string): string {
+  const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: marker }] })
+  return `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+}
+
+describe('pipelined requests', () => {
+  it('three chat requests written at once are all answered, in order', async () => {
+    const backend = await cleanups.standIn({ tokens: 2 })
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url }] }] })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    const received: Buffer[] = []
+    const answered = new Promise<void>((resolve) =>
+      socket.on('data', (chunk: Buffer) => {
+        received.push(chunk)
+        if (parseResponses(Buffer.concat(received)).length === 3) resolve()
+      }),
+    )
+    socket.write(chatRequest('one') + chatRequest('two') + chatRequest('three'))
+    await answered
+
+    const responses = parseResponses(Buffer.concat(received))
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 200])
+    expect(backend.received.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['one', 'two', 'three'])
+  })
+
+  it('a client that hangs up with answers still waiting: every request logged 499, the backend calls aborted, the slots free', async () => {
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
+    const gw = await cleanups.gateway({ server: { shutdown_grace_ms: 200 }, auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url, name: 'b' }] }] })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    const held = nextEvents(backend, 'held', 2)
+    socket.write(chatRequest('one') + chatRequest('two'))
+    await held
+
+    const closed = nextEvents(backend, 'client-closed', 2)
+    socket.destroy()
+    await closed
+    await until(() => gw.logLines().filter((line) => line.msg === 'request completed').length === 2, 'both access lines', 2000)
+    expect(gw.logLines().filter((line) => line.msg === 'request completed').map((line) => line.status)).toEqual([499, 499])
+    expect(await scrapeMetric(gw.url, 'sluice_inflight_requests', { model: 'm', backend: 'b' })).toBe(0)
+  })
+})
