@@ -79,6 +79,8 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   const upstreams = buildUpstreams(config)
   const metrics = overrides.metrics ?? createMetrics()
   const users = new BasicUserStore(config.auth.users)
+  const timing = users.timingWarning
+  if (timing !== null) logger.warn(timing)
   const clock = overrides.clock ?? { now: () => Date.now() }
   for (const route of models.values()) {
     // inc(…, 0) creates a series without overwriting what another generation counts.

@@ -3,6 +3,8 @@ import { readFile } from 'node:fs/promises'
 import { parseConfig } from '../config/load.js'
 import type { Environment } from '../config/interpolate.js'
 import { formatIssue } from '../schemas/validation-issue.js'
+import { mixedSettingsWarning } from '../auth/basic.js'
+import { parseScryptHash } from '../auth/scrypt-hash.js'
 
 export async function runCheck(file: string, env: Environment): Promise<number> {
   let text: string
@@ -15,6 +17,9 @@ export async function runCheck(file: string, env: Environment): Promise<number> 
   const result = parseConfig(text, env)
   if (result.ok) {
     console.log(`${file}: ok (${result.config.models.length} model(s), ${result.config.auth.keys.length} key(s))`)
+    const hashes = result.config.auth.users.map((user) => parseScryptHash(user.password_scrypt)).filter((hash) => typeof hash !== 'string')
+    const timing = mixedSettingsWarning(hashes)
+    if (timing !== null) console.log(`warning: ${timing}`)
     return 0
   }
   for (const issue of result.issues) console.log(formatIssue(issue))

@@ -10,6 +10,7 @@ import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
 import { interpolateDocument, type Environment, type Interpolation } from './interpolate.js'
 import { crossCheck, resolveConfig, type GatewayConfig } from './resolve.js'
 import { toIssues, formatIssue, pointerToPath, type ValidationIssue } from '../schemas/validation-issue.js'
+import { yamlProblem, yamlThrownProblem } from './yaml-problems.js'
 
 export type ConfigResult = { ok: true; config: GatewayConfig } | { ok: false; issues: ValidationIssue[] }
 
@@ -28,16 +29,19 @@ export class ConfigError extends Error {
 
 /** Parses and checks YAML text; returns every problem found, not just the first. */
 export function parseConfig(text: string, env: Environment): ConfigResult {
-  // Not yaml's prettyErrors: they quote the offending line, and that line may
-  // hold a secret, which then reached the reload's error log and `check`.
+  // Not yaml's messages: they quote the offending line or token, which may be
+  // a secret, and it reached the reload's error log and `check` (yaml-problems.ts).
+  // Its warnings are refusals too: an unknown tag (`!abc rest`) silently
+  // dropped the first word of an unquoted secret.
   const lines = new LineCounter()
   const document = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines })
-  if (document.errors.length > 0) {
+  const problems = [...document.errors, ...document.warnings]
+  if (problems.length > 0) {
     const where = (offset: number) => {
       const { line, col } = lines.linePos(offset)
       return `line ${line}, column ${col}`
     }
-    return { ok: false, issues: document.errors.map((e) => ({ path: '', message: `YAML: ${e.message} (${where(e.pos[0])})` })) }
+    return { ok: false, issues: problems.map((e) => ({ path: '', message: `${yamlProblem(e.code)} at ${where(e.pos[0])}` })) }
   }
   const { issues: unset, typed } = interpolateDocument(document, env)
   const issues = [...unset]
@@ -46,8 +50,8 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
     data = document.toJS() ?? {}
     if (!validate(data) && asTextWhereStringsGo(validate.errors, typed)) data = document.toJS() ?? {}
   } catch (error) {
-    // yaml refuses aliases that expand without bound (a "billion laughs" file) by throwing.
-    return { ok: false, issues: [...issues, { path: '', message: `YAML: ${error instanceof Error ? error.message : String(error)}` }] }
+    // yaml refuses aliases that expand without bound (a "billion laughs" file), and unresolved ones, by throwing.
+    return { ok: false, issues: [...issues, { path: '', message: yamlThrownProblem(error) }] }
   }
   if (!validate(data)) issues.push(...issuesBesides(unset, toIssues(validate.errors)))
   // Cross-key checks run on whatever parsed, so one run reports everything.

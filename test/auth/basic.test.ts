@@ -254,6 +254,49 @@ describe('BasicUserStore.verify', () => {
   })
 })
 
+// Regression (security audit): with one user hashed at N=2^17 among N=2^14 users, a wrong password
+// took 0.26 s for that user and 0.03 s for a name that does not exist. Not refused; said.
+describe('users hashed with different scrypt settings', () => {
+  const hashAt = async (N: number, password: string) => {
+    const cost = { N, r: 8, p: 1, keyLength: 64 }
+    const salt = randomBytes(16)
+    return formatScryptHash({ ...cost, salt, hash: await deriveScrypt(password, salt, cost, cost.keyLength) })
+  }
+
+  it('are warned of by the store, naming the settings and nothing of the hashes', async () => {
+    const low = await hashAt(1024, 'pw-1')
+    const same = new BasicUserStore([
+      { username: 'a', password_scrypt: low, scopes: ['objects'] },
+      { username: 'b', password_scrypt: await hashAt(1024, 'pw-2'), scopes: ['objects'] },
+    ])
+    expect(same.timingWarning).toBeNull()
+    const mixed = new BasicUserStore([
+      { username: 'a', password_scrypt: low, scopes: ['objects'] },
+      { username: 'b', password_scrypt: await hashAt(2048, 'pw-2'), scopes: ['objects'] },
+    ])
+    expect(mixed.timingWarning).toContain('N=1024 r=8 p=1 key=64; N=2048 r=8 p=1 key=64')
+    expect(mixed.timingWarning).toContain('tell which usernames exist')
+    expect(mixed.timingWarning).not.toContain(low.split('$')[4]!)
+  })
+
+  it('are warned of at start, in the log', async () => {
+    const mixedGw = await startTestGateway({
+      auth: {
+        users: [
+          { username: 'a', password_scrypt: await hashAt(1024, 'pw-1'), scopes: ['objects'] },
+          { username: 'b', password_scrypt: await hashAt(2048, 'pw-2'), scopes: ['objects'] },
+        ],
+      },
+      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+    })
+    try {
+      expect(mixedGw.logLines().filter((line) => String(line.msg).startsWith('auth.users: the password hashes use different scrypt settings'))).toHaveLength(1)
+    } finally {
+      await mixedGw.shutdown()
+    }
+  })
+})
+
 describe('decodeBasic', () => {
   const encode = (bytes: Buffer | string) => Buffer.from(bytes).toString('base64')
 

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,6 +9,7 @@ import { ConfigError, loadConfigFile, parseConfig } from '../../src/config/load.
 import { GatewayConfigSchema, MAX_TIMER_MS } from '../../src/config/schema.js'
 import type { GatewayConfig } from '../../src/config/resolve.js'
 import type { ValidationIssue } from '../../src/schemas/validation-issue.js'
+import { deriveScrypt, formatScryptHash } from '../../src/auth/scrypt-hash.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const MAIN = join(ROOT, 'dist', 'main.js')
@@ -351,7 +353,7 @@ models:
 
   it('reports a key given twice as invalid YAML', () => {
     const found = issues(`server:\n  port: 1\n  port: 2\n${MODEL}`)
-    expect(found[0]!.message).toMatch(/^YAML: .*unique/)
+    expect(found[0]!.message).toMatch(/^YAML: a key given twice in one mapping \(DUPLICATE_KEY\) at line 3, column 3$/)
   })
 
   // Regression: yaml's pretty errors quoted the broken line, secret and all,
@@ -359,8 +361,23 @@ models:
   it('reports a YAML syntax error by line and column, never quoting the line', () => {
     const found = issues(`${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: "TOPSECRET-bearer } }\n`)
     expect(found.length).toBeGreaterThan(0)
-    for (const issue of found) expect(issue.message).toMatch(/^YAML: .* \(line \d+, column \d+\)$/)
+    for (const issue of found) expect(issue.message).toMatch(/^YAML: .* \([A-Z_]+\) at line \d+, column \d+$/)
     expect(JSON.stringify(found)).not.toContain('TOPSECRET')
+  })
+
+  // Regression (security audit): yaml's own messages name the offending token, and an unquoted
+  // secret starting with *, ! or a bad escape is that token; an unknown tag (a warning) silently
+  // dropped the secret's first word.
+  it.each([
+    ['an alias', 'password: *STAR2xyz', 'BAD_ALIAS'],
+    ['a tag handle', 'password: !x!TAGHANDLE9secret rest', 'TAG_RESOLVE_FAILED'],
+    ['an unknown tag (a warning in yaml)', 'password: !abcSECRETtag rest', 'TAG_RESOLVE_FAILED'],
+    ['a bad escape', 'password: "ab\\uZZZZSECRET"', 'BAD_DQ_ESCAPE'],
+  ])('refuses %s in a secret without quoting any of it', (_name, line, code) => {
+    const found = issues(`${MODEL}upstreams:\n  objects:\n    url: "http://o:1"\n    auth:\n      basic:\n        username: api\n        ${line}\n`)
+    expect(found).toHaveLength(1)
+    expect(found[0]!.message).toContain(`(${code})`)
+    for (const secret of ['STAR2xyz', 'TAGHANDLE9secret', 'abcSECRETtag', 'ZZZZSECRET', 'uZZZZ']) expect(JSON.stringify(found)).not.toContain(secret)
   })
 
   it('reports a document that is not a mapping', () => {
@@ -567,6 +584,21 @@ models:
     const run = await cli(['check', '--config', path], { BACKEND_URL: 'http://127.0.0.1:9' })
     expect(run.stdout).toContain('ok')
     expect(run.code).toBe(0)
+  })
+
+  it('check says when the users’ scrypt settings differ (timing tells which users exist), and still exits 0', async () => {
+    const at = async (N: number) => {
+      const salt = randomBytes(16)
+      const cost = { N, r: 8, p: 1, keyLength: 64 }
+      return formatScryptHash({ ...cost, salt, hash: await deriveScrypt('pw', salt, cost, 64) })
+    }
+    const users = [
+      { username: 'a', password_scrypt: await at(1024), scopes: ['objects'] },
+      { username: 'b', password_scrypt: await at(2048), scopes: ['objects'] },
+    ]
+    const run = await cli(['check', '--config', await file('mixed-users.yaml', `auth:\n  users: ${JSON.stringify(users)}\n${MODEL}`)])
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain('warning: auth.users: the password hashes use different scrypt settings (N=1024 r=8 p=1 key=64; N=2048 r=8 p=1 key=64)')
   })
 
   it('check exits 1 for invalid YAML', async () => {
