@@ -57,3 +57,29 @@ export function baseUrlProblem(url: string): string | null {
   if (url.includes('?') || url.includes('#')) return 'must not carry a query (?…) or fragment (#…): request paths are appended to the URL’s path, and these would be dropped'
   return null
 }
+
+/**
+ * Why ioredis cannot use `url` as written; null when it can. Both passed
+ * `check` and then failed at run time (a security audit): a database path
+ * that is not a number (`/notadb`) became SELECT NaN, whose refusal was
+ * thrown where nothing caught it and ended the process after it announced
+ * it was listening; a broken %-escape in the userinfo (a password with a
+ * bare %) threw from ioredis's decodeURIComponent at start, with a stack.
+ * Neither message quotes the URL: it may hold a password.
+ */
+export function redisUrlProblem(url: string): string | null {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return null
+  }
+  if (!/^\/?(\d+)?$/.test(parsed.pathname)) return 'has a path that is not a database number: redis://host:port/N, N from 0'
+  try {
+    decodeURIComponent(parsed.username)
+    decodeURIComponent(parsed.password)
+  } catch {
+    return 'has a broken %-escape in its user or password: write a % in them as %25'
+  }
+  return null
+}

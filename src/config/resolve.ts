@@ -8,7 +8,7 @@ import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schem
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_PORT, DEFAULT_QUEUED_BODY_LIMIT_BYTES } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
-import { basicCredentialProblem, headerSecretProblem, baseUrlProblem } from './credential-rules.js'
+import { basicCredentialProblem, headerSecretProblem, baseUrlProblem, redisUrlProblem } from './credential-rules.js'
 
 export type BackendSettings = RawBackendConfig & { readonly name: string }
 export type ModelSettings = Omit<RawModelConfig, 'backends' | 'served_name'> & {
@@ -69,6 +69,8 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   if (typeof redisUrl === 'string' && !URL.canParse(redisUrl)) {
     issues.push({ path: 'state.redis_url', message: 'is not a valid URL: redis://[[user]:password@]host[:port][/db] (or rediss://)' })
   }
+  const redisProblem = typeof redisUrl === 'string' ? redisUrlProblem(redisUrl) : null
+  if (redisProblem !== null) issues.push({ path: 'state.redis_url', message: redisProblem })
   // The gateway would listen twice on one port and fail to start with EADDRINUSE.
   const server = member(data, 'server')
   const port = member(server, 'port') ?? DEFAULT_PORT

@@ -45,6 +45,9 @@ export function parseCheckpointQuery(query: Record<string, unknown>, rawQuery: s
   if (!(ORDERS as readonly string[]).includes(orderText)) throw invalid('order', 'must be one of: asc, desc')
   const after = single(query, 'after')
   if (after === '') throw invalid('after', 'must be a non-empty cursor (the last id of the previous page)')
+  // A cursor is an id, as model_id is: control characters (a CR LF written into the upstream's log) are no part of one.
+  // eslint-disable-next-line no-control-regex
+  if (after !== undefined && /[\u0000-\u001f\u007f-\u009f]/.test(after)) throw invalid('after', 'must be a cursor without control characters (the id of the last item of the previous page)')
   return { limit, order: orderText as CheckpointQuery['order'], after }
 }
 

@@ -20,10 +20,33 @@ export function serverRefusal(error: unknown): string | null {
 
 /** Why the server cannot hold the shared state, or null when it can (or cannot tell: an ACL may forbid ROLE). */
 export async function serverProblem(client: Redis): Promise<string | null> {
+  const database = await databaseProblem(client)
+  if (database !== null) return database
   const role = (await client.call('ROLE')) as unknown[]
   if (role[0] !== 'master') return 'the server at redis_url is a read-only replica: point redis_url at its primary'
   if (!/^cluster_enabled:1\b/m.test(await client.info('cluster'))) return null
   const cluster = String(await client.call('CLUSTER', 'INFO'))
   if (/^cluster_known_nodes:1\b/m.test(cluster) && /^cluster_slots_assigned:16384\b/m.test(cluster)) return null
   return 'the server at redis_url is a Redis Cluster node that does not hold every hash slot: the gateway talks to one standalone primary and follows no MOVED reply'
+}
+
+/**
+ * The database redis_url names must exist: ioredis selects it on connect,
+ * and when the server has fewer databases (16 by default) it logs the
+ * refusal and goes on in database 0, so replicas configured apart would
+ * have shared one state (a security audit saw "Redis connected" after
+ * "ERR DB index is out of range", at debug level).
+ */
+async function databaseProblem(client: Redis): Promise<string | null> {
+  const db = client.options.db ?? 0
+  if (db === 0) return null
+  try {
+    await client.select(db)
+    return null
+  } catch (error) {
+    // Only the server's refusal says the database is missing; a lost connection says nothing.
+    if (!(error instanceof Error) || error.name !== 'ReplyError') throw error
+    const reply = error.message.split('\n')[0]
+    return `the server at redis_url refuses database ${db} (${reply}): name one it has (its "databases" setting)`
+  }
 }

@@ -252,6 +252,19 @@ models:
     expect(ok(`state: { kind: redis, redis_url: "redis://:pw@127.0.0.1:6379/0?password=x" }\n${MODEL}`).state.redis_url).toBe('redis://:pw@127.0.0.1:6379/0?password=x')
   })
 
+  // Regression (security audit): both passed check, then `/notadb` ended the process after it
+  // announced it was listening (SELECT NaN), and a bare % in the password threw a URIError at start.
+  it('refuses a redis_url whose path is not a database number or whose userinfo has a broken %-escape, quoting neither', () => {
+    const redisAt = (url: string) => issues(`state: { kind: redis, redis_url: "${url}" }\n${MODEL}`)
+    expect(redisAt('redis://127.0.0.1:6379/notadb')).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('not a database number') }])
+    const broken = redisAt('redis://:Pa%zzSECRET@127.0.0.1:6379')
+    expect(broken).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('broken %-escape') }])
+    expect(JSON.stringify(broken)).not.toContain('SECRET')
+    for (const fine of ['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379/', 'redis://127.0.0.1:6379/3', 'redis://:Pa%25ss@127.0.0.1:6379/0']) {
+      expect(parseConfig(`state: { kind: redis, redis_url: "${fine}" }\n${MODEL}`, {}).ok, fine).toBe(true)
+    }
+  })
+
   it('refuses a metrics_port equal to the port, given or default, which could not both be listened on', () => {
     expect(issues(`server: { port: 9000, metrics_port: 9000 }\n${MODEL}`)).toEqual([{ path: 'server.metrics_port', message: expect.stringContaining('must differ from server.port (9000)') }])
     expect(paths(issues(`server: { metrics_port: 8080 }\n${MODEL}`))).toEqual(['server.metrics_port'])

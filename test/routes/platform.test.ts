@@ -517,6 +517,17 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     expect(reached.map((r) => r.url)).toEqual([`/v1/preview/models/${MODEL}/checkpoints?limit=5&order=asc&after=x%26limit%3D500%26order%3Ddesc`])
   })
 
+  // Regression (security audit): model_id refused control characters, the cursor did not, and
+  // `after=%0d%0aX-Evil:1` reached the upstream (its access log, at least) as a line break.
+  it('a cursor with a control character is 400 on param after; nothing is forwarded', async () => {
+    const before = checkpoints.received.length
+    for (const after of ['%0d%0aX-Evil%3A1', 'abc%00', '%7f', '%c2%85']) {
+      const answer = await getPath(gw, `/v1/preview/models/${MODEL}/checkpoints?after=${after}`)
+      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: 'after' })
+    }
+    expect(checkpoints.received.length).toBe(before)
+  })
+
   it('the dot-segment ids are refused by the gateway, not resolved', async () => {
     for (const segment of ['%2e%2e', '..', '%2e', '.']) {
       const answer = await getPath(gw, `/v1/preview/models/${segment}/checkpoints`)

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { expect, it } from 'vitest'
-import { makeKey, type TestGateway } from '../support/gateway.js'
+import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, skipUnlessControllable, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { scrapeMetric, until } from '../support/metrics.js'
@@ -28,13 +28,13 @@ async function redis(args?: readonly string[]): Promise<TestRedis> {
   return started
 }
 
-async function gatewayOn(redisUrl: string): Promise<TestGateway> {
+async function gatewayOn(redisUrl: string, keys: readonly TestKey[] = [key]): Promise<TestGateway> {
   const backend = await cleanups.standIn({ tokens: 2 })
   const gw = await startRedisTestGateway(
     {
       server: { shutdown_grace_ms: 200 },
       state: { kind: 'redis', redis_url: redisUrl, key_prefix: uniquePrefix('server-check') },
-      auth: { keys: [key.entry] },
+      auth: { keys: keys.map((k) => k.entry) },
       models: [{ name: 'm', backends: [{ url: backend.url }] }],
     },
     { healthIntervalMs: 100 },
@@ -52,10 +52,10 @@ async function expectDownFor(gw: TestGateway, reason: string): Promise<void> {
   expect(await scrapeMetric(gw.url, 'sluice_redis_up')).toBe(0)
 }
 
-const chat = (gw: TestGateway) =>
+const chat = (gw: TestGateway, as: TestKey = key) =>
   fetch(`${gw.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${as.token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
   })
 
@@ -70,6 +70,26 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
     await expectDownFor(gw, 'read-only replica')
     // Served on local limits meanwhile.
     expect((await chat(gw)).status).toBe(200)
+  })
+
+  // Regression (security audit): ioredis logged the SELECT refusal at debug and went on in database 0.
+  it('a database the server does not have: Redis down, saying so; one it has is used', async (context) => {
+    const server = await redis(['--databases', '2'])
+    skipUnlessControllable(server, context)
+
+    const missing = await gatewayOn(`${server.url}/5`)
+    await expectDownFor(missing, 'refuses database 5')
+
+    // A key with a rate limit leaves its bucket in Redis: where it is tells which database is used.
+    const limited = makeKey('limited', ['chat'], { limits: { requests_per_minute: 100 } })
+    const present = await gatewayOn(`${server.url}/1`, [limited])
+    await until(async () => (await fetch(`${present.url}/readyz`)).status === 200, 'Redis up in database 1')
+    expect((await chat(present, limited)).status).toBe(200)
+    const inspect = new Redis(`${server.url}/1`, { maxRetriesPerRequest: 1 })
+    const inspectZero = new Redis(server.url, { maxRetriesPerRequest: 1 })
+    cleanups.push(() => inspect.quit(), () => inspectZero.quit())
+    expect(await inspect.dbsize()).toBeGreaterThan(0)
+    expect(await inspectZero.dbsize()).toBe(0)
   })
 
   it('a Redis Cluster node that does not hold every hash slot: Redis down, saying so', async (context) => {

@@ -60,6 +60,8 @@ export function checkpointJudgement(rawSegment: string, query: string): Checkpoi
   if (order !== 'asc' && order !== 'desc') return refuse(`order ${JSON.stringify(order)}`)
   const after = afters[0] ?? null
   if (after === '') return refuse('empty after')
+  // eslint-disable-next-line no-control-regex
+  if (after !== null && /[\u0000-\u001f\u007f-\u009f]/.test(after)) return refuse('after with a control character')
 
   const verdict = cautions[0] ?? valid
   // Members the interface does not list are dropped (README): the upstream answers the gateway's credential.
