@@ -4,6 +4,7 @@
  * Plain node:http: one route, no auth, nothing else to serve.
  */
 import { createServer, type Server } from 'node:http'
+import { exposition } from './metrics/exposition.js'
 import type { AddressInfo } from 'node:net'
 import type { Registry } from 'prom-client'
 import { GatewayError } from './errors/gateway-error.js'
@@ -24,7 +25,7 @@ export async function startMetricsListener(registry: Registry, host: string, por
       response.end(NOT_SERVED)
       return
     }
-    registry.metrics().then(
+    exposition(registry).then(
       (text) => {
         response.writeHead(200, { 'content-type': registry.contentType })
         response.end(text)

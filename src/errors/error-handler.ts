@@ -4,6 +4,7 @@
  * the DESIGN.md shape; anything else is a 500 whose details stay in the log.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import { causeOf } from './upstream-errors.js'
 import { GatewayError, type ErrorCode } from './gateway-error.js'
 
 const FASTIFY_CODES: Readonly<Record<string, ErrorCode>> = {
@@ -71,8 +72,7 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   const requestId = request.facts.requestId
   if (gatewayError.code === 'internal_error') request.log.error({ err: error, request_id: requestId }, 'request failed')
   else if (gatewayError.code.startsWith('upstream_')) {
-    const cause = gatewayError.cause instanceof Error ? gatewayError.cause.message : null
-    request.log.warn({ request_id: requestId, error_code: gatewayError.code, cause }, gatewayError.message)
+    request.log.warn({ request_id: requestId, error_code: gatewayError.code, cause: causeOf(gatewayError.cause) }, gatewayError.message)
   }
   return sendError(request, reply, gatewayError)
 }

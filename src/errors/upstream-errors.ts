@@ -57,3 +57,12 @@ export function answerTooLargeError(target: string, limitBytes: number, cause: u
   const message = `Upstream ${target} sent an answer larger than ${limitBytes} bytes, the most this gateway holds (server.answer_limit_bytes); ask for a stream instead.`
   return new GatewayError('upstream_bad_response', message, { cause })
 }
+
+/**
+ * What an upstream failure's warn line says of its cause: undici's message,
+ * not the error object, whose stack (a dozen lines of undici internals for
+ * a body timeout) says nothing about the upstream.
+ */
+export function causeOf(error: unknown): string | null {
+  return error instanceof Error ? error.message : null
+}

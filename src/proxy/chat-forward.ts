@@ -9,7 +9,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
 import type { GatewayError } from '../errors/gateway-error.js'
-import { answerTooLargeError, brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
 import type { KeyTicket, ModelSlots } from '../state/store.js'
@@ -213,7 +213,7 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
   function breakOff(failure: GatewayError, why?: string, error?: unknown): void {
     if (why !== undefined) {
       reportBrokenAnswer(ctx, job.route, answer, 'mid_stream')
-      request.log.warn({ err: error, request_id: request.facts.requestId, backend: answer.backend.name }, why)
+      request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name, error_code: failure.code, cause: causeOf(error) }, why)
     }
     request.facts.errorCode = failure.code
     res.end(relay.failure(failure.toBody()))

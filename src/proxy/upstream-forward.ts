@@ -10,7 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { errors, type Dispatcher } from 'undici'
 import type { GatewayContext } from '../context.js'
 import { GatewayError } from '../errors/gateway-error.js'
-import { brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import { markCutOffable } from './in-flight-requests.js'
@@ -120,6 +120,6 @@ function watchBody(ctx: GatewayContext, request: FastifyRequest, upstream: Upstr
     const failure = brokenAnswerError(classifyUpstreamFailure(error), `"${upstream.name}"`, error)
     request.facts.errorCode = failure.code
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'mid_stream' })
-    request.log.warn({ err: error, request_id: request.facts.requestId, upstream: upstream.name }, 'upstream failed mid-body')
+    request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, error_code: failure.code, cause: causeOf(error) }, 'upstream failed mid-body')
   })
 }

@@ -1,5 +1,6 @@
 /** Unauthenticated operator endpoints: liveness, readiness, metrics. */
 import type { FastifyInstance } from 'fastify'
+import { exposition } from '../metrics/exposition.js'
 import type { GatewayContext } from '../context.js'
 import { GatewayError } from '../errors/gateway-error.js'
 
@@ -22,7 +23,7 @@ export function registerServiceRoutes(app: FastifyInstance, ctx: GatewayContext)
   // With server.metrics_port set, /metrics lives on its own listener (metrics-listener.ts).
   if (ctx.config.server.metrics_port !== undefined) return
   app.get('/metrics', { config: { family: 'service' } }, async (_request, reply) => {
-    const text = await ctx.metrics.registry.metrics()
+    const text = await exposition(ctx.metrics.registry)
     return reply.type(ctx.metrics.registry.contentType).send(text)
   })
 }

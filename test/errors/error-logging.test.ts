@@ -6,6 +6,9 @@
  */
 import { once } from 'node:events'
 import { createServer } from 'node:net'
+import { createServer as createHttpServer } from 'node:http'
+import { hashPassword } from '../../src/auth/scrypt-hash.js'
+import { listenForTest } from '../support/listen.js'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { makeKey, type TestGateway } from '../support/gateway.js'
@@ -104,6 +107,39 @@ describe('logging of failed requests', () => {
     const line = gw.logLines().find((l) => l.msg === 'request completed')!
     expect(line).toMatchObject({ status: 499, backend: 'b', retries: 0 })
     expect(typeof line.queue_wait_ms).toBe('number')
+  })
+
+  // Regression (operator audit): the mid-answer warn lines carried the whole error object, a
+  // dozen lines of undici stack, where the others carry the code and undici's reason.
+  it('a backend or upstream failing mid-answer: one warn line with the code and the cause, no stack', async () => {
+    const dying = createHttpServer((req, res) => {
+      req.resume()
+      if (req.method !== 'POST') return void res.writeHead(200, { 'content-length': 0 }).end()
+      res.writeHead(200, { 'content-type': req.url === '/obj/read' ? 'application/octet-stream' : 'text/event-stream' })
+      res.write(req.url === '/obj/read' ? 'partial' : 'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n', () => res.socket?.destroy())
+    })
+    const url = await listenForTest(dying, cleanups)
+    const users = [{ username: 'alice', password_scrypt: await hashPassword('pw'), scopes: ['objects'] }]
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry], users }, models: [{ name: 'm', backends: [{ url, name: 'dying' }] }], upstreams: { objects: { url } } })
+
+    const stream = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    await stream.text()
+    const object = await fetch(`${gw.url}/obj/read`, {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from('alice:pw').toString('base64')}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ project_id: 'p', object_id: 'o', digest: 'latest' }),
+    })
+    await object.text().catch(() => undefined)
+
+    await until(() => gw.logLines().filter((l) => l.msg === 'backend failed mid-stream' || l.msg === 'upstream failed mid-body').length === 2, 'both warn lines')
+    for (const line of gw.logLines().filter((l) => l.msg === 'backend failed mid-stream' || l.msg === 'upstream failed mid-body')) {
+      expect(line).toMatchObject({ level: 40, error_code: expect.stringMatching(/^upstream_/) as unknown as string, cause: expect.any(String) as unknown as string })
+      expect(line).not.toHaveProperty('err')
+    }
   })
 
   it('a queue_timeout 503 writes nothing besides its access line', async () => {
