@@ -19,9 +19,17 @@ export interface PublicListener {
   readonly connections: ConnectionDrain
 }
 
+/**
+ * How long a client's connection is kept with no request in progress:
+ * Node's default, said here because a proxy pooling connections to the
+ * gateway must close idle ones sooner (deploy/nginx/nginx.conf), or a
+ * request written just as the gateway closes one fails.
+ */
+export const CLIENT_KEEP_ALIVE_MS = 5000
+
 export function createPublicListener(handle: (request: IncomingMessage, response: ServerResponse) => void, metrics: Metrics, logger: Logger): PublicListener {
   // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
-  const server = createServer({ requireHostHeader: false }, handle)
+  const server = createServer({ requireHostHeader: false, keepAliveTimeout: CLIENT_KEEP_ALIVE_MS }, handle)
   server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     holdContinue(response)
     server.emit('request', request, response)

@@ -5,6 +5,7 @@
  * Prometheus, the replica config and the stand-ins.
  */
 import { existsSync } from 'node:fs'
+import { CLIENT_KEEP_ALIVE_MS } from '../../src/public-listener.js'
 import { readFile } from 'node:fs/promises'
 import { parse } from 'yaml'
 import { describe, expect, it } from 'vitest'
@@ -113,6 +114,10 @@ describe('docker-compose.yml', () => {
     const upstream = /upstream\s+\w+\s*\{([^}]*)\}/.exec(nginx)![1]!
     const servers = [...upstream.matchAll(/^\s*server\s+([\w.-]+:\d+)/gm)].map((m) => hostPort(m[1]!))
     expect(servers).toEqual(replicas.map((r) => [r, config.server.port]))
+    // Pooled connections close before the replicas close them (an operator audit: nginx's default is 60 s).
+    const idle = /^\s*keepalive_timeout\s+(\d+)s\s*;/m.exec(upstream)
+    expect(idle, 'keepalive_timeout in the upstream block').not.toBeNull()
+    expect(Number(idle![1]) * 1000).toBeLessThan(CLIENT_KEEP_ALIVE_MS)
 
     // Prometheus scrapes every replica on server.metrics_port, and loads rule files that are mounted.
     const [promSource] = mounts(services.prometheus!).find(([, target]) => target === '/etc/prometheus/prometheus.yml')!
