@@ -39,7 +39,8 @@ export interface ConnectionDrain {
  */
 function closeWaitingResponses(responses: Iterable<ServerResponse>): void {
   for (const response of [...responses]) {
-    if (response.socket !== null || response.destroyed) continue
+    // One with a socket gets its 'close' from Node; one without, already destroyed by the gateway, does not either.
+    if (response.socket !== null) continue
     response.destroy()
     response.emit('close')
   }
@@ -65,7 +66,7 @@ export function trackConnections(server: Server): ConnectionDrain {
     const socket = request.socket
     const responses = active.get(socket)
     responses?.add(response)
-    if (draining) response.setHeader('connection', 'close')
+    if (draining && !response.headersSent) response.setHeader('connection', 'close')
     // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
     response.on('close', () => {
       // When the client hung up, the socket closes before its response does:

@@ -29,12 +29,17 @@ export const CLIENT_KEEP_ALIVE_MS = 5000
 
 export function createPublicListener(handle: (request: IncomingMessage, response: ServerResponse) => void, metrics: Metrics, logger: Logger): PublicListener {
   // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
-  const server = createServer({ requireHostHeader: false, keepAliveTimeout: CLIENT_KEEP_ALIVE_MS }, handle)
+  const server = createServer({ requireHostHeader: false, keepAliveTimeout: CLIENT_KEEP_ALIVE_MS })
   server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     holdContinue(response)
     server.emit('request', request, response)
   })
+  // The tracker hears each request before the app: while draining it marks the response's
+  // connection for closing, which it cannot once the app has answered (a request arriving
+  // as a drain began is answered 503 at once; setHeader then threw ERR_HTTP_HEADERS_SENT
+  // out of Node's parser callback and ended the process, a code review found).
   const connections = trackConnections(server)
+  server.on('request', handle)
   const recordRefusal = (refusal: GatewayError | null, fields: Record<string, unknown>, message: string): void => {
     if (refusal === null) return
     metrics.requestsTotal.inc({ route: 'unknown', model: '', status: String(refusal.status) })

@@ -42,6 +42,12 @@ export function watchUnread(response: ServerResponse, idleMs: number, onClose: (
   }
   const check = setInterval(() => {
     if (response.writableFinished) return stop()
+    // A pipelined answer waiting its turn has no socket yet: its bytes wait for the answers
+    // before it, not for its reader (a code review saw one dropped while its client read).
+    if (response.socket === null) {
+      waiting = 0
+      return
+    }
     const now = response.writableLength
     const stalled = waiting > 0 && now >= waiting && !drained
     waiting = now

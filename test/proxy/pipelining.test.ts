@@ -46,6 +46,29 @@ describe('pipelined requests', () => {
     expect(backend.received.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['one', 'two', 'three'])
   })
 
+  // Regression (code review): the stall guard took a pipelined answer's bytes, waiting for the
+  // answers before it, for bytes its client did not read, and dropped it after idle_ms.
+  it('a whole answer pipelined behind a stream longer than idle_ms is answered too', async () => {
+    const backend = await cleanups.standIn({ tokens: 8, interTokenDelayMs: 150 })
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', timeouts: { idle_ms: 300 }, backends: [{ url: backend.url }] }] })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    const received: Buffer[] = []
+    const ended = new Promise<void>((resolve) => {
+      socket.on('data', (chunk: Buffer) => {
+        received.push(chunk)
+        if (parseResponses(Buffer.concat(received)).length === 2) resolve()
+      })
+      socket.on('close', () => resolve())
+    })
+    const streamed = JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'stream' }] })
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(streamed)}\r\n\r\n${streamed}` + chatRequest('whole'))
+    await ended
+
+    expect(parseResponses(Buffer.concat(received)).map((r) => r.status)).toEqual([200, 200])
+    expect(gw.logLines().filter((line) => String(line.msg).includes('read nothing'))).toEqual([])
+  })
+
   it('a client that hangs up with answers still waiting: every request logged 499, the backend calls aborted, the slots free', async () => {
     const backend = await cleanups.standIn({ hold: true, tokens: 2 })
     const gw = await cleanups.gateway({ server: { shutdown_grace_ms: 200 }, auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url, name: 'b' }] }] })

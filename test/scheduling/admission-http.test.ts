@@ -567,6 +567,27 @@ describe('shutdown', () => {
     expect(objects.received).toHaveLength(0)
   })
 
+  // Regression (code review): the app answers a request that arrives while draining at once,
+  // and the connection tracker then set Connection: close on the sent answer; the
+  // ERR_HTTP_HEADERS_SENT it threw from Node's parser callback ended the process.
+  it('a request arriving on an open connection just as the drain begins: no uncaught error, and the shutdown ends', async () => {
+    const uncaught: unknown[] = []
+    const onUncaught = (error: unknown) => void uncaught.push(error)
+    process.prependListener('uncaughtException', onUncaught)
+    cleanups.push(async () => void process.removeListener('uncaughtException', onUncaught))
+    const backend = await cleanups.standIn({ tokens: 2 })
+    const gw = await gateway(backend, {})
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    socket.on('error', () => undefined)
+    await until(() => gw.openConnections() === 1, 'the gateway holding the connection')
+
+    const stopping = gw.shutdown()
+    socket.write(`GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.token}\r\n\r\n`)
+    await stopping
+    expect(uncaught).toEqual([])
+  })
+
   // A grace period far longer than the test may run: a shutdown that finishes at all was held by nothing.
   const LONG_GRACE_MS = 60_000
 
