@@ -62,8 +62,9 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
 /**
  * Aborted when the response closes before its answer: a Basic check still
  * waiting for its turn is dropped. Stopped once the check is over, so the
- * 'close' listener does not stay for the rest of the request (a platform
- * response has ten without it, one short of Node's leak warning).
+ * 'close' listener does not stay for the rest of the request (Node warns of
+ * a leak past ten listeners of one event, and a platform response gathers
+ * nine others by its end).
  */
 function whenGone(response: ServerResponse): { readonly signal: AbortSignal; stop(): void } {
   const gone = new AbortController()

@@ -4,9 +4,10 @@
  * when that backend cannot be reached, hangs up before answering, or answers
  * 502/503, moves to a free slot on another usable backend, up to the model's
  * `retries` (one that refused the connection is down: with no free slot
- * elsewhere the request waits in the queue again rather than failing). Nothing has reached the client at this point, so a retry is
- * invisible to it; the request body is the same string each time. A
- * backend's 4xx (and other 5xx) answers are the client's answer, not retried.
+ * elsewhere the request waits in the queue again rather than failing).
+ * Nothing has reached the client at this point, so a retry is invisible to
+ * it; the request body is the same string each time. A backend's 4xx (and
+ * other 5xx) answers are the client's answer, not retried.
  */
 import { classifyUpstreamFailure, isRetryable, upstreamError, type UpstreamFailureReason } from '../errors/upstream-errors.js'
 import type { Backend } from '../routing/backend.js'
@@ -45,6 +46,8 @@ export interface ChatDispatch {
   readonly priority: number
   /** The body as sent to every backend tried (retries resend the same bytes). */
   readonly payload: string | Buffer
+  /** The client's body size, held in the body budget while the request waits (what body_limit_bytes bounds). */
+  readonly bodyBytes: number
   readonly headers: HeaderMap
   /** Aborted when the client goes away: leaves the queue. */
   readonly signal: ClientDeparture
@@ -62,8 +65,7 @@ export interface ChatDispatch {
 export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
   const { route, slots, signal, choose } = job
   if (!route.hasUsableBackend(job.now())) throw noHealthyBackend(route.name)
-  // The body's length stands for what a waiter holds (characters or bytes: a measure, not an exact count).
-  const slotRequest: SlotRequest = { priority: job.priority, signal, choose, bodyBytes: job.payload.length }
+  const slotRequest: SlotRequest = { priority: job.priority, signal, choose, bodyBytes: job.bodyBytes }
   const retryOn = async (tried: ReadonlySet<string>, attempt: number, backendDown = false): Promise<SlotLease | null> => {
     if (attempt >= route.settings.retries) return null
     const free = await slots.tryAcquire(tried, choose)

@@ -29,6 +29,8 @@ export interface ChatForward {
   readonly route: ModelRoute
   /** The normalized body as its bytes (proxy/chat-upstream-body.ts). */
   readonly payload: string | Buffer
+  /** The client's body size: a waiter holds it (and more) while it waits (scheduling/queued-bodies.ts). */
+  readonly bodyBytes: number
   /** The client's messages, read only to estimate a stream's usage when it reports none. */
   readonly messages: ChatCompletionBody['messages']
   readonly requestId: string
@@ -63,6 +65,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       choose: (names) => (names.length === 1 ? names[0]! : job.route.choose(names, { affinityKey: job.affinityKey }, backendStats(ctx, job.route, slots, names), ctx.random)),
       priority: job.priority,
       payload: job.payload,
+      bodyBytes: job.bodyBytes,
       headers: upstreamRequestHeaders(request, job.requestId),
       signal: client,
       onCall: (started, at) => {

@@ -27,9 +27,9 @@ export function closeIfUnread(response: ServerResponse, idleMs: number, onClose:
 
 /**
  * The guard without a 'close' listener of its own: the caller stops it when
- * the response closes, from a listener it has anyway (a platform answer's
- * response carries ten 'close' listeners already, one past Node's leak
- * warning). Returns the function that stops it.
+ * the response closes, from a listener it has anyway (Node warns of a leak
+ * past ten listeners of one event, and a platform answer's response had
+ * eleven 'close' listeners with this one). Returns the function that stops it.
  */
 export function watchUnread(response: ServerResponse, idleMs: number, onClose: () => void): () => void {
   if (response.writableFinished) return NOTHING_TO_STOP

@@ -98,7 +98,7 @@ export class MemoryModelSlots implements ModelSlots {
     }
     const budget = this.#settings.bodyBudget
     if (budget !== undefined && !budget.take(bytes)) {
-      reject(bodiesRefusal(budget))
+      reject(bodiesRefusal(budget, bytes))
       return
     }
     if (decision.kind === 'evict-and-queue') this.#leave(decision.evicted, this.#refusal('queue_full'))

@@ -13,7 +13,9 @@ export interface LeaseGrant {
   /**
    * A retry's slot on another backend (tryAcquire): not a wait in the queue.
    * The request's wait was observed with its first slot; counting it again
-   * made sluice_queue_wait_seconds count attempts, not requests.
+   * made sluice_queue_wait_seconds count attempts, not requests. (A request
+   * put back in the queue after a refused connection does wait again, and
+   * that wait is observed: README, sluice_queue_wait_seconds.)
    */
   readonly retry?: boolean
 }

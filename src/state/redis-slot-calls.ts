@@ -48,7 +48,7 @@ export class SlotCalls {
     this.#scriptKeys = slotScriptKeys(this.keys)
   }
 
-  acquire(id: string, priority: number, preferred: string, mode: 'queue' | 'try', exclude: ReadonlySet<string>): Promise<SlotReply> {
+  acquire(id: string, priority: number, preferred: string, mode: 'queue' | 'try' | 'now', exclude: ReadonlySet<string>): Promise<SlotReply> {
     return this.#call('sluiceSlotAcquire', [id, priorityPrefix(priority), preferred, this.#settings.maxQueue, mode], exclude)
   }
 

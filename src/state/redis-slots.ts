@@ -128,8 +128,9 @@ export class RedisModelSlots implements ModelSlots {
   }
 
   async #arrive(waiter: Waiter): Promise<void> {
+    const mode = this.#waiters.holdBody(waiter) ? 'queue' : 'now'
     const attempt = (preferred: string) =>
-      this.#link.budgeted(this.#calls.acquire(waiter.id, waiter.priority, preferred, 'queue', NONE), (late) => this.#undoArrival(waiter.id, late))
+      this.#link.budgeted(this.#calls.acquire(waiter.id, waiter.priority, preferred, mode, NONE), (late) => this.#undoArrival(waiter.id, late))
     let reply: SlotReply | null
     try {
       reply = await this.#untilChosen(waiter.request.choose, NONE, attempt, () => waiter.phase === 'calling')
@@ -144,12 +145,9 @@ export class RedisModelSlots implements ModelSlots {
       return
     }
     if (reply.status === 'granted') this.#grant(waiter, reply.backend)
-    else if (reply.status !== 'queued') this.#waiters.drop(waiter, this.#refusal('queue_full'))
-    else if (!this.#waiters.queued(waiter, reply.seq ?? 0)) {
-      // Counted only once queued (one granted at once holds nothing): over the budget, its entry leaves again.
-      this.#waiters.drop(waiter, bodiesRefusal(this.#settings.bodyBudget!))
-      this.#fire(this.#calls.leave([waiter.id]))
-    }
+    else if (reply.status === 'queued') this.#waiters.queued(waiter, reply.seq ?? 0)
+    else if (reply.status === 'none' && this.#settings.bodyBudget !== undefined) this.#waiters.drop(waiter, bodiesRefusal(this.#settings.bodyBudget, waiter.request.bodyBytes ?? 0))
+    else this.#waiters.drop(waiter, this.#refusal('queue_full'))
   }
 
   /**

@@ -15,7 +15,7 @@ export interface Waiter extends QueueEntry {
   readonly arrivedAt: number
   seq: number
   phase: 'calling' | 'queued' | 'granted' | 'left'
-  /** Bytes of its body counted in the body budget while it is queued (0: none). */
+  /** Bytes of its body counted in the body budget while it waits (0: none). */
   heldBytes: number
   resolve(lease: SlotLease): void
   reject(error: unknown): void
@@ -89,18 +89,23 @@ export class RedisWaiters {
   }
 
   /**
-   * The shared queue took the waiter: it waits here now, its body counted in
-   * the budget. False when the body would pass the budget: nothing changed,
-   * and the caller turns it away (its entry leaves Redis).
+   * Counts the waiter's body in the budget before its arrival, so that it may
+   * queue; given back when it is forgotten (granted at once included). False
+   * when the body would pass the budget: the arrival may then only take a free
+   * slot at once (mode 'now'), and no waiter is evicted for it.
    */
-  queued(waiter: Waiter, seq: number): boolean {
+  holdBody(waiter: Waiter): boolean {
     const bytes = waiter.request.bodyBytes ?? 0
-    if (this.#budget !== undefined && !this.#budget.take(bytes)) return false
-    waiter.heldBytes = this.#budget === undefined ? 0 : bytes
+    if (this.#budget === undefined) return true
+    if (!this.#budget.take(bytes)) return false
+    waiter.heldBytes = bytes
+    return true
+  }
+
+  queued(waiter: Waiter, seq: number): void {
     waiter.phase = 'queued'
     waiter.seq = seq
     this.#queue.push(waiter)
-    return true
   }
 
   /** Takes a calling or queued waiter out as granted; false when it was not waiting any more. */

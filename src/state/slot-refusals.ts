@@ -14,8 +14,12 @@ export function slotRefusal(reason: SlotRejection, model: string, maxWaitMs: num
   return new AdmissionRefused(reason, QUEUE_RETRY_MS, messages[reason])
 }
 
-/** A full queue by its bodies' bytes (queued-bodies.ts), not by its count. */
-export function bodiesRefusal(budget: BodyBudget): AdmissionRefused {
-  const mib = (bytes: number) => (bytes / 1048576).toFixed(1)
-  return new AdmissionRefused('queue_full', QUEUE_RETRY_MS, `The requests waiting at this gateway already hold ${mib(budget.held)} MiB of request bodies, near its limit (server.queued_body_limit_bytes, ${mib(budget.limit)} MiB); retry later or send a smaller body.`)
+/** A full queue by its bodies' bytes (queued-bodies.ts), not by its count: the arrival's `bytes` do not fit. */
+export function bodiesRefusal(budget: BodyBudget, bytes: number): AdmissionRefused {
+  const mib = (count: number) => (count / 1048576).toFixed(2)
+  return new AdmissionRefused(
+    'queue_full',
+    QUEUE_RETRY_MS,
+    `This request would wait for a slot, and its body (${mib(bytes)} MiB) does not fit in what the requests waiting at this gateway leave of server.queued_body_limit_bytes (${mib(budget.held)} of ${mib(budget.limit)} MiB held); retry later or send a smaller body.`,
+  )
 }

@@ -54,6 +54,7 @@ describe('dispatchChat, a 503 whose retry cannot be admitted', () => {
       choose: (names) => names[0]!,
       priority: 0,
       payload: '{"messages":[]}',
+      bodyBytes: 15,
       headers: { 'content-type': 'application/json' },
       signal: new ClientDeparture(),
       onCall: () => undefined,

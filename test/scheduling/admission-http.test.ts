@@ -226,6 +226,29 @@ describe('the bodies of waiting requests (server.queued_body_limit_bytes)', () =
   })
 })
 
+describe('the bodies of waiting requests, counted as received', () => {
+  // Regression (code review): the budget counted the upstream body, which the gateway makes longer
+  // (request_id, max_completion_tokens), so with the two limits equal a body near the limit never waited.
+  it('with queued_body_limit_bytes equal to body_limit_bytes, a body at the limit waits', async () => {
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
+    const gw = await cleanups.gateway({
+      server: { shutdown_grace_ms: 1000, body_limit_bytes: 2048, queued_body_limit_bytes: 2048 },
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', served_name: 'stand-in-model', max_concurrency_per_backend: 1, backends: [{ url: backend.url, name: 'b1' }] }],
+    })
+    const running = nextEvents(backend, 'held', 1)
+    const busy = send(gw, 'busy')
+    await running
+    const content = 'x'.repeat(2048 - JSON.stringify({ model: 'm', messages: [{ role: 'user', content: '' }], max_tokens: 5 }).length)
+    const large = send(gw, content, { extra: { max_tokens: 5 } })
+    await untilQueueDepth(gw, 1)
+
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe(content)
+    backend.releaseHeld(1)
+    expect((await Promise.all([busy, large])).map((r) => r.status)).toEqual([200, 200])
+  })
+})
+
 describe('leaving the queue', () => {
   it('answers 503 overloaded_error queue_timeout with Retry-After after max_wait_ms', async () => {
     const backend = await cleanups.standIn({ hold: true, tokens: 2 })

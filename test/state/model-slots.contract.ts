@@ -347,6 +347,31 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       big.lease!.release()
     })
 
+    // Regression (code review): in Redis mode the arrival script queued the arrival and evicted the
+    // worst waiter before the budget turned the arrival away, so both got 429.
+    it('an arrival turned away for its body evicts nobody from a full queue; the waiter is served', async () => {
+      const budget = new QueuedBodies().budget(100)
+      // Other models' waiters.
+      expect(budget.take(80)).toBe(true)
+      const slots = await open({ maxQueue: 1, bodyBudget: budget })
+      const first = await slots.acquire(request(0, { bodyBytes: 1 }))
+      const worse = acquire(slots, 'worse', 5, { bodyBytes: 10 })
+      await flush()
+      expect(slots.queueDepth()).toBe(1)
+
+      const better = acquire(slots, 'better', 0, { bodyBytes: 25 })
+      await better.settled
+      expect(refusal(better.error).reason).toBe('queue_full')
+      expect(refusal(better.error).message).toContain('server.queued_body_limit_bytes')
+      await flush()
+      expect(worse.state).toBe('pending')
+      first.release()
+      await worse.settled
+      expect(worse.state).toBe('granted')
+      expect(budget.held).toBe(80)
+      worse.lease!.release()
+    })
+
     it('rejects a waiter with queue_timeout after maxWaitMs; it takes no slot afterwards', async () => {
       const maxWaitMs = fakeTimers ? 5000 : 50
       const slots = await open({ maxWaitMs })

@@ -7,12 +7,14 @@ import { SLOT_PRELUDE } from './slot-prelude.js'
 
 /**
  * A new arrival. ARGV[rest..]: waiter id, priority prefix, preferred backend
- * ('' for none), queue max size, mode ('queue' | 'try').
+ * ('' for none), queue max size, mode ('queue' | 'try' | 'now').
  * With an empty queue (or in 'try' mode, used for retries) it takes a slot at
  * once, or answers `room` with the backends that have one for the caller's
  * balancer to choose; otherwise it queues the arrival, applying the full-queue
  * rule: the newest request of the worst priority present is turned away (the
- * arrival itself, or an evicted waiter whose replica is told).
+ * arrival itself, or an evicted waiter whose replica is told). 'now' is an
+ * arrival that may not wait (its body would pass the replica's body budget):
+ * a slot at once with an empty queue, else `none`, and nobody is evicted.
  */
 const ACQUIRE = `
 local id, prio, preferred = ARGV[rest], ARGV[rest + 1], ARGV[rest + 2]
@@ -28,6 +30,7 @@ if mode == 'try' or redis.call('ZCARD', Q) == 0 then
   if #candidates > 1 then return reply({ status = 'room', room = names_of(candidates) }) end
   if mode == 'try' then return reply({ status = 'none' }) end
 end
+if mode == 'now' then return reply({ status = 'none' }) end
 local seq = redis.call('INCR', SEQ)
 -- Kept alive by every arrival and heartbeat (SYNC); once it lapses no waiter is left to order against.
 redis.call('PEXPIRE', SEQ, ttl)
