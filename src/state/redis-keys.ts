@@ -21,6 +21,14 @@ export interface ModelKeys {
   readonly owners: string
   /** HASH waiter id → backend: slots handed to a waiter, until its replica has taken them. */
   readonly grants: string
+  /**
+   * HASH replica id → the backends its configuration has (names, one per
+   * line): a slot is handed only to a waiter whose replica has that backend.
+   * Replicas (and a reload's generations, each a replica id of its own) may
+   * have different sets for a while; a waiter handed a backend its config
+   * does not have failed with 500 (a chaos audit).
+   */
+  readonly accepts: string
   /** One ZSET per backend, lease id → expiry (ms), in the order of `backends`. */
   readonly leases: readonly string[]
   /** Published when a slot frees and no waiter could be handed it. */
@@ -39,6 +47,7 @@ export function modelKeys(prefix: string, model: string, backends: readonly stri
     waiters: `${base}waiters`,
     owners: `${base}owners`,
     grants: `${base}grants`,
+    accepts: `${base}accepts`,
     leases: backends.map((b) => `${base}leases:${tagSafe(b)}`),
     freedChannel: `${base}freed`,
     health: `${base}health`,
@@ -48,7 +57,7 @@ export function modelKeys(prefix: string, model: string, backends: readonly stri
 
 /** The KEYS array of every slot script: fixed keys first, then one lease set per backend. */
 export function slotScriptKeys(keys: ModelKeys): string[] {
-  return [keys.queue, keys.seq, keys.waiters, keys.owners, keys.grants, ...keys.leases]
+  return [keys.queue, keys.seq, keys.waiters, keys.owners, keys.grants, keys.accepts, ...keys.leases]
 }
 
 export interface KeyLimitKeys {

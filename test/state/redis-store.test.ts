@@ -86,6 +86,63 @@ describeWithRedis('Redis store', () => {
     })
     const request = (priority: number) => ({ priority, signal: new AbortController().signal, choose: (c: readonly string[]) => c[0]! })
 
+    // Regression (chaos audit): a reload's generations (each a replica id) and replicas mid-rollout
+    // may have different backends for one model. A freed slot went to the global head whatever its
+    // replica had: a waiter was handed a backend its config does not have (a 500, "no backend a"),
+    // while the waiter behind it that could use the slot kept waiting.
+    it('hands a freed slot to the first waiter whose replica has that backend', async () => {
+      const prefix = uniquePrefix('configs')
+      const onlyA = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const onlyB = slotsOn(await openLink(prefix), settings({ backends: ['b'], slotsPerBackend: 1 }))
+      const heldA = await onlyA.acquire(request(0))
+      const heldB = await onlyB.acquire(request(0))
+      expect([heldA.backend, heldB.backend]).toEqual(['a', 'b'])
+      const granted: string[] = []
+      const wait = (slots: RedisModelSlots, label: string) =>
+        slots.acquire(request(0)).then((lease) => {
+          granted.push(`${label}:${lease.backend}`)
+          return lease
+        })
+      // B's waiter is the global head, A's behind it.
+      const waitsForB = wait(onlyB, 'B')
+      await settle()
+      const waitsForA = wait(onlyA, 'A')
+      await settle()
+      expect(onlyA.queueDepth() + onlyB.queueDepth()).toBe(2)
+
+      heldA.release()
+      const second = await waitsForA
+      expect(granted).toEqual(['A:a'])
+      heldB.release()
+      const first = await waitsForB
+      expect(granted).toEqual(['A:a', 'B:b'])
+      second.release()
+      first.release()
+    })
+
+    it('a waiter behind another config\'s waiters that cannot take a backend claims that backend when it comes up', async () => {
+      const prefix = uniquePrefix('configs-claim')
+      let aUsable = false
+      const onlyA = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1, usable: () => aUsable }))
+      const onlyB = slotsOn(await openLink(prefix), settings({ backends: ['b'], slotsPerBackend: 1 }))
+      const heldB = await onlyB.acquire(request(0))
+      const waitsForB = onlyB.acquire(request(0))
+      await settle()
+      const waitsForA = onlyA.acquire(request(0))
+      await settle()
+      expect(onlyA.queueDepth() + onlyB.queueDepth()).toBe(2)
+
+      // Backend a comes up (its health check passed): A's waiter is the first that can take it.
+      aUsable = true
+      onlyA.wake()
+      const leaseA = await waitsForA
+      expect(leaseA.backend).toBe('a')
+      expect(onlyB.queueDepth()).toBe(1)
+      heldB.release()
+      ;(await waitsForB).release()
+      leaseA.release()
+    })
+
     it('never grants more than the slots of a backend across replicas, and hands a freed slot to the global head', async () => {
       const prefix = uniquePrefix('two')
       const [one, two] = [slotsOn(await openLink(prefix), settings()), slotsOn(await openLink(prefix), settings())]

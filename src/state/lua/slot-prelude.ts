@@ -4,7 +4,7 @@
  * expired leases and dead replicas' waiters, and handing free slots to the
  * head of the queue.
  *
- * KEYS: 1 queue, 2 seq, 3 waiters, 4 owners, 5 grants, 6.. one lease ZSET per backend.
+ * KEYS: 1 queue, 2 seq, 3 waiters, 4 owners, 5 grants, 6 accepts, 7.. one lease ZSET per backend.
  * ARGV: 1 replica id, 2 model, 3 slots per backend, 4 lease/heartbeat TTL ms,
  *       5 replica channel prefix, 6 freed channel, 7 n backends,
  *       8..7+n backend names, 8+n..7+2n usable flags ('1'/'0'),
@@ -16,7 +16,7 @@
  * replica's own waiters).
  */
 export const SLOT_PRELUDE = `
-local Q, SEQ, W, OWN, GR = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local Q, SEQ, W, OWN, GR, ACC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local me, model = ARGV[1], ARGV[2]
 local slots, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local replica_channel, freed_channel = ARGV[5], ARGV[6]
@@ -31,8 +31,8 @@ local rest = 8 + 2 * n
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
-local function lease_key(i) return KEYS[5 + i] end
-local function count(i) return redis.call('ZCARD', KEYS[5 + i]) end
+local function lease_key(i) return KEYS[6 + i] end
+local function count(i) return redis.call('ZCARD', KEYS[6 + i]) end
 local function owner_of(id) return string.match(id, '^([^/]*)/') end
 local function waiter_of(member) return string.sub(member, 33) end
 
@@ -66,7 +66,43 @@ local function prune()
   for _, id in ipairs(redis.call('HKEYS', GR)) do
     if gone[owner_of(id)] then redis.call('HDEL', GR, id) end
   end
+  for _, rid in ipairs(dead) do redis.call('HDEL', ACC, rid) end
   redis.call('ZREMRANGEBYSCORE', OWN, '-inf', now)
+end
+
+-- This replica's backends, for the waiters it queues (KEYS accepts); kept as long as its heartbeat.
+local function say_accepts()
+  redis.call('HSET', ACC, me, table.concat(names, '\\n'))
+  redis.call('PEXPIRE', ACC, ttl)
+end
+
+-- Whether the waiters of replica \`owner\` can take backend \`name\`. One that never said (an
+-- older build) takes any, as before. \`seen\` caches each owner's set for one script run.
+local function accepts(owner, name, seen)
+  if owner == me then return index_of(name) ~= nil end
+  local set = seen[owner]
+  if set == nil then
+    local raw = redis.call('HGET', ACC, owner)
+    set = false
+    if raw then
+      set = {}
+      for entry in string.gmatch(raw, '[^\\n]+') do set[entry] = true end
+    end
+    seen[owner] = set
+  end
+  return set == false or set[name] == true
+end
+
+-- How far down the queue a free slot looks for a waiter that can take it; past that, the
+-- backstop's claims find it (each replica claims for its own waiters).
+local SCAN = 64
+
+-- The queue member of the first waiter (from the head) whose replica has backend i, or nil.
+local function first_taker(i, seen)
+  for _, member in ipairs(redis.call('ZRANGE', Q, 0, SCAN - 1)) do
+    if accepts(owner_of(waiter_of(member)), names[i], seen) then return member end
+  end
+  return nil
 end
 
 -- Indexes of the backends usable here with a free slot.
@@ -95,7 +131,7 @@ end
 
 local handed = {}
 
--- Hands backend i's free slots to the head waiters: a lease in the waiter's
+-- Hands backend i's free slots to the first waiters whose replica has it: a lease in the waiter's
 -- name, a grant record, and a message to its replica (or the reply, when it is this one).
 -- A lease handed to another replica lasts no longer than that replica's
 -- heartbeat: were it dead, its waiters would otherwise keep taking slots for
@@ -103,8 +139,9 @@ local handed = {}
 -- lease (every TTL/3) long before: its heartbeat is at most a backstop old.
 local function hand_off(i)
   local given = 0
+  local seen = {}
   while count(i) < slots do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    local head = first_taker(i, seen)
     if not head then break end
     local id = waiter_of(head)
     local owner = owner_of(id)

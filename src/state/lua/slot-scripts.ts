@@ -53,6 +53,7 @@ if redis.call('ZCARD', Q) > max_queue then
   end
 end
 redis.call('HSET', W, id, member)
+say_accepts()
 redis.call('ZADD', OWN, now + ttl, me)
 -- The set lapses with its newest heartbeat: a model no replica queues for leaves no key behind.
 redis.call('PEXPIRE', OWN, ttl)
@@ -61,9 +62,11 @@ return reply({ status = 'queued', seq = seq, evicted = evicted })
 
 /**
  * This replica's best waiter asks for a slot. ARGV[rest..]: waiter id,
- * preferred backend. Granted only when it is the global head (after
- * dropping dead replicas' waiters) and a usable backend has room; a slot
- * already handed to it is taken.
+ * preferred backend. Granted a usable backend with room only when no
+ * waiter ahead of it (after dropping dead replicas' waiters) could take
+ * that backend: the global head, or one behind waiters whose replicas do
+ * not have it (another configuration's); a slot already handed to it is
+ * taken.
  */
 const CLAIM = `
 local id, preferred = ARGV[rest], ARGV[rest + 1]
@@ -75,18 +78,24 @@ if given then
 end
 if not redis.call('HGET', W, id) then return reply({ status = 'gone' }) end
 local candidates = room()
-local head = redis.call('ZRANGE', Q, 0, 0)[1]
-if waiter_of(head) ~= id then
+local seen, first = {}, {}
+for _, i in ipairs(candidates) do
+  local taker = first_taker(i, seen)
+  if taker and waiter_of(taker) == id then first[#first + 1] = i end
+end
+if #first == 0 then
+  local head = redis.call('ZRANGE', Q, 0, 0)[1]
+  if waiter_of(head) == id then return reply({ status = 'full' }) end
   if #candidates > 0 then redis.call('PUBLISH', freed_channel, me) end
   return reply({ status = 'behind' })
 end
-local i = pick(candidates, preferred)
+local i = pick(first, preferred)
 if i then
   drop_waiter(id)
   redis.call('ZADD', lease_key(i), now + ttl, id)
   return reply({ status = 'granted', backend = names[i] })
 end
-if #candidates > 1 then return reply({ status = 'room', room = names_of(candidates) }) end
+if #first > 1 then return reply({ status = 'room', room = names_of(first) }) end
 return reply({ status = 'full' })
 `
 
@@ -138,6 +147,7 @@ return reply({ status = 'left' })
 const SYNC = `
 redis.call('ZADD', OWN, now + ttl, me)
 redis.call('PEXPIRE', OWN, ttl)
+say_accepts()
 redis.call('PEXPIRE', SEQ, ttl)
 prune()
 local mine, granted, gone = {}, {}, {}
