@@ -60,7 +60,7 @@ export interface ContextOverrides {
   readonly state?: AdmissionState
   /** Redis mode's lease, heartbeat and budget timings (tests shorten them). */
   readonly redisTimings?: RedisTimings
-  /** The other generations' slots on the same backends (memory mode, during a reload). [none] */
+  /** The other generations' slots on the same backends (during a reload; in Redis mode for the local fallback). [none] */
   readonly slotPeers?: SlotPeers
   /** The serving generation's key limiter, kept across a reload in memory mode (admission-state.ts). [none] */
   readonly keysFrom?: KeyLimiter

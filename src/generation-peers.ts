@@ -1,8 +1,8 @@
 /**
  * The slot peers of one generation (state/slot-peers.ts): every other
- * generation still answering requests on the listener. Only memory-mode
- * stores need them; in Redis mode the leases of all generations live in
- * Redis already.
+ * generation still answering requests on the listener. Memory-mode stores
+ * count them always; in Redis mode the leases of all generations live in
+ * Redis, and only the local fallback used while Redis is away counts them.
  */
 import type { Generation } from './generation.js'
 import type { SlotPeers } from './state/slot-peers.js'
@@ -19,6 +19,11 @@ export function generationPeers(self: () => Generation | null, live: () => reado
     },
     freed(model) {
       for (const other of live()) if (other !== self()) other.context.state.slots.get(model)?.wake()
+    },
+    keyHeld(keyId) {
+      let count = 0
+      for (const other of live()) if (other !== self()) count += other.context.state.keys.running?.(keyId) ?? 0
+      return count
     },
   }
 }

@@ -23,7 +23,7 @@ export interface AdmissionDeps {
   readonly metrics: Metrics
   /** Redis mode's lease, heartbeat and budget timings. [RedisLink's defaults] */
   readonly redisTimings?: RedisTimings
-  /** Memory mode: the other generations' slots on the same backends. [none] */
+  /** The other generations' slots on the same backends (in Redis mode, for the local fallback). [none] */
   readonly peers?: SlotPeers
   /**
    * The serving generation's key limiter. Memory mode keeps using it when

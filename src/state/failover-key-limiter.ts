@@ -40,11 +40,20 @@ export class FailoverKeyLimiter implements KeyLimiter {
   /** One carry at a time: each reads the local use only after the previous one handed its part over. */
   #carrying: Promise<void> = Promise.resolve()
 
-  constructor(shared: AdoptingKeyLimiter, local: MemoryKeyLimiter, link: RedisLink) {
+  /** Requests of a key other generations run (slot-peers.ts): local limits count them too. */
+  readonly #elsewhere: (keyId: string) => number
+
+  constructor(shared: AdoptingKeyLimiter, local: MemoryKeyLimiter, link: RedisLink, elsewhere: (keyId: string) => number = () => 0) {
     this.#shared = shared
     this.#local = local
     this.#link = link
+    this.#elsewhere = elsewhere
     link.on('up', this.#takeOverLocalAdmissions)
+  }
+
+  /** Requests of the key admitted here (through Redis or locally) and still running. */
+  running(keyId: string): number {
+    return (this.#heldShared.get(keyId) ?? 0) + this.#local.running(keyId)
   }
 
   async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
@@ -56,7 +65,10 @@ export class FailoverKeyLimiter implements KeyLimiter {
         if (!(error instanceof RedisUnavailable)) throw error
       }
     }
-    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, this.#heldShared.get(keyId) ?? 0), keyId, limits)
+    // A reload during an outage: the previous generation's requests of the key count too (a chaos
+    // audit saw a key at 5 against a max_concurrency of 3, its new local limiter starting from 0).
+    const elsewhere = (this.#heldShared.get(keyId) ?? 0) + this.#elsewhere(keyId)
+    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, elsewhere), keyId, limits)
     return limits.max_concurrency === undefined ? ticket : this.#trackedLocal(keyId, ticket)
   }
 

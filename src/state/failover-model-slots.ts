@@ -73,10 +73,14 @@ export class FailoverModelSlots implements ModelSlots {
   /** The signals of requests waiting in the local queue. */
   readonly #waitingLocally = new Set<UntilRedisReturns>()
 
-  constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink) {
+  /** A Redis lease ended while Redis is away: other generations' local queues may have room now. [nothing] */
+  readonly #freedWhileAway: () => void
+
+  constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink, freedWhileAway: () => void = () => undefined) {
     this.#shared = shared
     this.#local = local
     this.#link = link
+    this.#freedWhileAway = freedWhileAway
     link.on('up', this.#adoptLocalAdmissions)
     link.on('up', this.#sendLocalWaitersToRedis)
   }
@@ -172,6 +176,7 @@ export class FailoverModelSlots implements ModelSlots {
       release: () => {
         lease.release()
         this.#local.wake()
+        if (!this.#link.up()) this.#freedWhileAway()
       },
     }
   }

@@ -29,6 +29,11 @@ export class MemoryKeyLimiter implements KeyLimiter {
   }
 
   /** `elsewhere`: the key's requests running here but counted in another store (Redis), which its concurrency counts too. */
+  /** Requests of the key admitted here and still running. */
+  running(keyId: string): number {
+    return this.#active.get(keyId) ?? 0
+  }
+
   async admit(keyId: string, limits: KeyLimitSettings, elsewhere = 0): Promise<KeyTicket> {
     const now = this.#clock.now()
     const active = this.#active.get(keyId) ?? 0

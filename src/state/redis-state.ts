@@ -13,6 +13,7 @@ import { RedisHealthBoard } from './redis-health-board.js'
 import { RedisKeyLimiter } from './redis-key-limiter.js'
 import { RedisLink } from './redis-link.js'
 import { RedisModelSlots } from './redis-slots.js'
+import { NO_PEERS } from './slot-peers.js'
 import type { AdmissionDeps } from './admission-state.js'
 import type { AdmissionState } from './store.js'
 
@@ -23,20 +24,32 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
   const link = new RedisLink({ url, keyPrefix: config.state.key_prefix, logger, upGauge: metrics.redisUp, ...deps.redisTimings })
   const slots = new Map<string, FailoverModelSlots>()
   const shared: RedisModelSlots[] = []
+  const peers = deps.peers ?? NO_PEERS
   for (const model of config.models) {
     const settings = modelSlotSettings(model, usable, deps.bodyBudget)
     const modelSlots = new RedisModelSlots(settings, clock, observer, link)
-    // Local limits count this replica's Redis leases still running, so an outage admits no extra request.
-    const local = new MemoryModelSlots({ ...settings, elsewhere: (backend) => modelSlots.inFlight(backend) }, clock, observer)
+    const urls = new Map(model.backends.map((b) => [b.name, b.url]))
+    // Local limits count this replica's Redis leases still running, so an outage admits no extra
+    // request; and the other generations' requests on the backend (a reload during an outage gave
+    // a backend twice its slots, a chaos audit: the new generation's local limits started from 0).
+    const local = new MemoryModelSlots(
+      {
+        ...settings,
+        elsewhere: (backend) => modelSlots.inFlight(backend) + peers.held(model.name, backend, urls.get(backend) ?? ''),
+        onFreed: () => peers.freed(model.name),
+      },
+      clock,
+      observer,
+    )
     shared.push(modelSlots)
-    slots.set(model.name, new FailoverModelSlots(modelSlots, local, link))
+    slots.set(model.name, new FailoverModelSlots(modelSlots, local, link, () => peers.freed(model.name)))
   }
   const sharedKeys = new RedisKeyLimiter(link)
   const healthBoard = new RedisHealthBoard(link, clock, logger)
   return {
     slots,
     healthBoard,
-    keys: new FailoverKeyLimiter(sharedKeys, new MemoryKeyLimiter(clock), link),
+    keys: new FailoverKeyLimiter(sharedKeys, new MemoryKeyLimiter(clock), link, (keyId) => peers.keyHeld(keyId)),
     reachable: () => link.up(),
     close() {
       for (const modelSlots of slots.values()) modelSlots.close()

@@ -12,7 +12,9 @@ export interface SlotPeers {
   held(model: string, backend: string, url: string): number
   /** A slot of `model` was freed and this state's own queue served: the others may have room now. */
   freed(model: string): void
+  /** Requests of key `keyId` the other states run right now (Redis mode's local fallback counts them). */
+  keyHeld(keyId: string): number
 }
 
 /** A state alone in its process (tests, benchmarks, the first generation before any reload). */
-export const NO_PEERS: SlotPeers = { held: () => 0, freed: () => undefined }
+export const NO_PEERS: SlotPeers = { held: () => 0, freed: () => undefined, keyHeld: () => 0 }

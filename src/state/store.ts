@@ -93,6 +93,12 @@ export interface MinuteUse {
 export interface KeyLimiter {
   /** Admits one request of the key or rejects with AdmissionRefused. */
   admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket>
+  /**
+   * Requests of the key this limiter admitted that still run, for another
+   * generation's limits to count (Redis mode's local fallback). [not said:
+   * memory mode's generations share one limiter]
+   */
+  running?(keyId: string): number
 }
 
 /** Notified of what admission does, for metrics (queue depths are read at scrape time: ModelSlots.queueDepth). */

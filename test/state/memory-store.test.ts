@@ -128,6 +128,7 @@ describe('buildMemoryState', () => {
     const peerOf = (self: number): SlotPeers => ({
       held: (model, backend) => states[1 - self]!.slots.get(model)!.inFlight(backend),
       freed: (model) => states[1 - self]!.slots.get(model)!.wake(),
+      keyHeld: () => 0,
     })
     states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(0)))
     states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(1)))
