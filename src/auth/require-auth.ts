@@ -45,16 +45,14 @@ export function requireAuth(authenticators: Authenticators, requirement: AuthReq
       done()
       return
     }
+    // The Basic check is over either way: its 'close' listener goes.
+    if (gone !== undefined) outcome = outcome.finally(gone.stop)
     outcome.then(
       (principal) => {
-        gone?.stop()
         proven(principal)
         done()
       },
-      (error: unknown) => {
-        gone?.stop()
-        done(refusal(request, error))
-      },
+      (error: unknown) => done(refusal(request, error)),
     )
   }
 }

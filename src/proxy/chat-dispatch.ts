@@ -25,10 +25,6 @@ export interface ChatAnswer {
   readonly headers: UpstreamHeaders
   /** The exchange, for its body (not yet read) and for abort. */
   readonly call: UpstreamCall
-  /** Attempts that failed before this one. */
-  readonly retries: number
-  /** How long the request waited in the queue, in all (a retry's slot is taken without waiting; a request put back after a refused connection waits again). */
-  readonly queueWaitMs: number
 }
 
 /** What an attempt told about the backend, for passive health and metrics. */
@@ -54,8 +50,9 @@ export interface ChatDispatch {
   /**
    * Called with each exchange started, so the caller can abort it when the
    * client leaves and say where the request is (its access line names the
-   * backend, the attempts before this one and the queue wait so far, also
-   * when the request ends before an answer).
+   * backend, the attempts before this one and the queue wait so far: in all,
+   * a request put back after a refused connection waits again; also when the
+   * request ends before an answer).
    */
   readonly onCall: (call: UpstreamCall, at: { readonly backend: Backend; readonly retries: number; readonly queueWaitMs: number }) => void
   readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void
@@ -114,7 +111,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       lease.release()
       throw error
     }
-    if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call, retries: attempt, queueWaitMs }
+    if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call }
     call.drop()
     lease.release()
     lease = next

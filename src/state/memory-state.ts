@@ -20,6 +20,20 @@ export function modelSlotSettings(model: GatewayConfig['models'][number], usable
   }
 }
 
+/**
+ * A model's local slots as the other generations' requests concern them
+ * (after a reload): their requests on the same backend count against its
+ * slots, and a slot freed here with no taker is offered to them. `ownHeld`:
+ * requests this replica runs under another store's leases (Redis mode's).
+ */
+export function peerCounted(model: GatewayConfig['models'][number], peers: SlotPeers, ownHeld: (backend: string) => number = () => 0): Pick<ModelSlotSettings, 'elsewhere' | 'onFreed'> {
+  const urls = new Map(model.backends.map((b) => [b.name, b.url]))
+  return {
+    elsewhere: (backend) => ownHeld(backend) + peers.held(model.name, backend, urls.get(backend) ?? ''),
+    onFreed: () => peers.freed(model.name),
+  }
+}
+
 export function buildMemoryState(
   config: GatewayConfig,
   usable: (model: string, backend: string) => boolean,
@@ -31,14 +45,7 @@ export function buildMemoryState(
 ): AdmissionState {
   const slots = new Map<string, ModelSlots>()
   for (const model of config.models) {
-    const urls = new Map(model.backends.map((b) => [b.name, b.url]))
-    const settings = {
-      ...modelSlotSettings(model, usable, bodyBudget),
-      // Another generation's requests on the same backend count against its slots (after a reload).
-      elsewhere: (backend: string) => peers.held(model.name, backend, urls.get(backend) ?? ''),
-      onFreed: () => peers.freed(model.name),
-    }
-    slots.set(model.name, new MemoryModelSlots(settings, clock, observer))
+    slots.set(model.name, new MemoryModelSlots({ ...modelSlotSettings(model, usable, bodyBudget), ...peerCounted(model, peers) }, clock, observer))
   }
   return {
     slots,

@@ -8,7 +8,7 @@ import { FailoverKeyLimiter } from './failover-key-limiter.js'
 import { FailoverModelSlots } from './failover-model-slots.js'
 import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import { MemoryModelSlots } from './memory-slots.js'
-import { modelSlotSettings } from './memory-state.js'
+import { modelSlotSettings, peerCounted } from './memory-state.js'
 import { RedisHealthBoard } from './redis-health-board.js'
 import { RedisKeyLimiter } from './redis-key-limiter.js'
 import { RedisLink } from './redis-link.js'
@@ -28,19 +28,10 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
   for (const model of config.models) {
     const settings = modelSlotSettings(model, usable, deps.bodyBudget)
     const modelSlots = new RedisModelSlots(settings, clock, observer, link)
-    const urls = new Map(model.backends.map((b) => [b.name, b.url]))
     // Local limits count this replica's Redis leases still running, so an outage admits no extra
     // request; and the other generations' requests on the backend (a reload during an outage gave
     // a backend twice its slots, a chaos audit: the new generation's local limits started from 0).
-    const local = new MemoryModelSlots(
-      {
-        ...settings,
-        elsewhere: (backend) => modelSlots.inFlight(backend) + peers.held(model.name, backend, urls.get(backend) ?? ''),
-        onFreed: () => peers.freed(model.name),
-      },
-      clock,
-      observer,
-    )
+    const local = new MemoryModelSlots({ ...settings, ...peerCounted(model, peers, (backend) => modelSlots.inFlight(backend)) }, clock, observer)
     shared.push(modelSlots)
     slots.set(model.name, new FailoverModelSlots(modelSlots, local, link, () => peers.freed(model.name)))
   }

@@ -95,8 +95,9 @@ export interface KeyLimiter {
   admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket>
   /**
    * Requests of the key this limiter admitted that still run, for another
-   * generation's limits to count (Redis mode's local fallback). [not said:
-   * memory mode's generations share one limiter]
+   * generation's limits to count. Read only by Redis mode's local fallback:
+   * memory mode's generations share one limiter, which counts them already.
+   * [not said]
    */
   running?(keyId: string): number
 }

@@ -250,7 +250,7 @@ describeWithRedis('Redis store', () => {
       const inspect = new Redis(redis.url)
       try {
         expect(await inspect.zcard(keys.queue)).toBe(1)
-        for (const key of [keys.seq, keys.owners]) {
+        for (const key of [keys.seq, keys.owners, keys.accepts]) {
           const pttl = await inspect.pttl(key)
           expect(pttl, key).toBeGreaterThan(0)
           expect(pttl, key).toBeLessThanOrEqual(ttl)
