@@ -6,7 +6,8 @@
  * same for model slots.)
  */
 import type { KeyLimitSettings } from '../config/schema.js'
-import { RedisUnavailable, type RedisLink } from './redis-link.js'
+import type { RedisLink } from './redis-link.js'
+import { RedisUnavailable } from './redis-unavailable.js'
 import type { MemoryKeyLimiter } from './memory-key-limiter.js'
 import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
 

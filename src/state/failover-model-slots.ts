@@ -7,7 +7,8 @@
  * waiters queued in Redis when it goes away move to the local queue.
  * (failover-key-limiter.ts does the same for keys' limits.)
  */
-import { RedisUnavailable, type RedisLink } from './redis-link.js'
+import type { RedisLink } from './redis-link.js'
+import { RedisUnavailable } from './redis-unavailable.js'
 import type { DepartureSignal, ModelSlots, SlotLease, SlotRequest } from './store.js'
 
 /** The shared store as failover uses it: slots, and taking over requests admitted locally once Redis is back. */

@@ -21,14 +21,10 @@ import { SLOT_SCRIPTS, type SlotScript } from './lua/slot-scripts.js'
 import { replicaChannel } from './redis-keys.js'
 import { loggableRedisError, redactedRedisUrl, redisUrlSecrets, type LoggableError } from './redis-url.js'
 import { serverProblem, serverRefusal } from './redis-server-check.js'
-
-/** Thrown when Redis cannot answer a call (down, failing or over budget): admission goes local. */
-export class RedisUnavailable extends Error {
-  constructor(message: string) {
-    super(message)
-    this.name = 'RedisUnavailable'
-  }
-}
+import { withinBudget } from './call-budget.js'
+import { quit } from './redis-quit.js'
+import { parseReplicaMessage, type ReplicaMessage } from './replica-message.js'
+import { RedisUnavailable } from './redis-unavailable.js'
 
 /** Timings, internal (not in the config file): defaults for production, short ones for tests. */
 export interface RedisTimings {
@@ -48,14 +44,6 @@ export interface RedisLinkSettings extends RedisTimings {
   readonly logger: Logger
   /** `sluice_redis_up`. */
   readonly upGauge?: { set(value: number): void }
-}
-
-/** What scripts publish on a replica's channel about one of its waiters. */
-export interface ReplicaMessage {
-  readonly kind: 'grant' | 'evict'
-  readonly model: string
-  readonly id: string
-  readonly backend?: string
 }
 
 type ScriptName = SlotScript | KeyScript | HealthScript
@@ -185,34 +173,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
    * it fails or is late; a late answer goes to `onLate` to be undone.
    */
   budgeted<T>(call: Promise<T>, onLate: (value: T) => void, budgetMs = this.timings.callBudgetMs): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      let state: 'waiting' | 'answered' | 'late' = 'waiting'
-      // setImmediate runs after this turn's I/O: an answer already waiting on the socket (a busy
-      // event loop, not a slow Redis) is read before the call is declared late.
-      const timer = setTimeout(
-        () =>
-          setImmediate(() => {
-            if (state !== 'waiting') return
-            state = 'late'
-            reject(new RedisUnavailable(`Redis did not answer within ${budgetMs} ms`))
-          }),
-        budgetMs,
-      )
-      call.then(
-        (value) => {
-          if (state === 'late') return onLate(value)
-          state = 'answered'
-          clearTimeout(timer)
-          resolve(value)
-        },
-        (error: unknown) => {
-          if (state === 'late') return
-          state = 'answered'
-          clearTimeout(timer)
-          reject(error)
-        },
-      )
-    })
+    return withinBudget(call, onLate, budgetMs)
   }
 
   /** An error as a log line may carry it: the URL's passwords scrubbed, no command arguments (redis-url.ts). */
@@ -315,43 +276,3 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     this.emit('down')
   }
 }
-
-function parseReplicaMessage(raw: string): ReplicaMessage | null {
-  try {
-    const data = JSON.parse(raw) as Partial<ReplicaMessage>
-    if ((data.kind !== 'grant' && data.kind !== 'evict') || typeof data.model !== 'string' || typeof data.id !== 'string') return null
-    return { kind: data.kind, model: data.model, id: data.id, backend: typeof data.backend === 'string' ? data.backend : undefined }
-  } catch {
-    return null
-  }
-}
-
-/**
- * Closes a connection, waiting at most `waitMs` for Redis: a frozen one
- * (SIGSTOP, a hung host) never answers, and a drain waiting on it never
- * exited (a black-box audit: SIGTERM, then nothing until Redis was thawed).
- */
-async function quit(client: Redis, waitMs: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  const givenUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))
-  try {
-    await Promise.race([flushAndQuit(client), givenUp])
-  } finally {
-    clearTimeout(timer)
-    client.disconnect()
-  }
-}
-
-async function flushAndQuit(client: Redis): Promise<void> {
-  try {
-    // With auto-pipelining, commands issued just before (a drain's last slot
-    // releases) wait for the next tick, while QUIT leaves at once and closes
-    // the connection first: they were lost. A PING joins their batch, and its
-    // answer means they were all answered.
-    if (client.status === 'ready') await client.ping()
-    if (client.status === 'ready') await client.quit()
-  } catch {
-    // Closing anyway.
-  }
-}
-

@@ -19,7 +19,9 @@
  * admits them on local limits.
  */
 import type { Clock } from '../context.js'
-import { RedisUnavailable, type RedisLink, type ReplicaMessage } from './redis-link.js'
+import type { RedisLink } from './redis-link.js'
+import { RedisUnavailable } from './redis-unavailable.js'
+import type { ReplicaMessage } from './replica-message.js'
 import { SlotCalls, type SlotReply } from './redis-slot-calls.js'
 import { RedisLeases } from './redis-leases.js'
 import { RedisWaiters, type Waiter } from './redis-waiters.js'

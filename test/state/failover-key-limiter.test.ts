@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest'
 import type { KeyLimitSettings } from '../../src/config/schema.js'
 import { FailoverKeyLimiter, type AdoptingKeyLimiter } from '../../src/state/failover-key-limiter.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
-import { RedisUnavailable, type RedisLink } from '../../src/state/redis-link.js'
+import type { RedisLink } from '../../src/state/redis-link.js'
+import { RedisUnavailable } from '../../src/state/redis-unavailable.js'
 import type { KeyTicket, MinuteUse } from '../../src/state/store.js'
 
 interface Debit {
