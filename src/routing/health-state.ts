@@ -2,9 +2,9 @@
  * A backend's health as pure transitions. Two sources feed it:
  *
  * - active checks (`health.path` every `interval_ms`): `unhealthy_after`
- *   consecutive failures mark it down; one success marks it up again and
- *   ends any ejection (DESIGN.md: "healthy again after one successful
- *   health check");
+ *   consecutive failures mark it down (the first failure, for a backend
+ *   never shown healthy); one success marks it up again and ends any
+ *   ejection (DESIGN.md: "healthy again after one successful health check");
  * - real traffic (passive): a connect failure ejects it at once; 5xx answers
  *   and timeouts eject it after `unhealthy_after` in a row. An ejection lasts
  *   a cool-down that doubles with each ejection in a row (interval × 2^k,
@@ -19,13 +19,14 @@
  * Taking requests and counting as healthy differ at first: a backend starts
  * up (routing is optimistic) but unconfirmed, and counts for `/readyz` and
  * `sluice_backend_up` only once something showed it healthy — a passed check
- * or a successful answer to real traffic. Optimistic routing because the
- * first check runs at start and settles within milliseconds for a backend
- * that answers; refusing traffic until then would turn every restart (and
- * every backend a reload adds) into a burst of 503s, while a dead backend
- * tried meanwhile costs what any passive failure costs (a retry elsewhere or
- * a 502, then an ejection). Readiness and the gauge are what operators and
- * load balancers act on, so they claim nothing no check has shown. A reload
+ * or a successful answer to real traffic. Optimistic routing lasts until the
+ * first check answers (it runs at start and settles within milliseconds),
+ * and a failed one takes an unconfirmed backend down at once. Refusing
+ * traffic until then would turn every restart (and every backend a reload
+ * adds) into a burst of 503s, while a dead backend tried meanwhile costs
+ * what any passive failure costs (a retry elsewhere or a 502, then an
+ * ejection). Readiness and the gauge are what operators and load balancers
+ * act on, so they claim nothing no check has shown. A reload
  * carries a known backend's state over (model-route.ts `healthKnownTo`).
  *
  * In Redis mode other replicas add a shared verdict (a backend one of them
@@ -86,10 +87,17 @@ export function verdictLapsesAt(shared: SharedVerdict): number {
   return shared.up ? Math.min(shared.ejectedUntil, shared.expiresAt) : shared.expiresAt
 }
 
+/**
+ * `unhealthy_after` failures in a row take a backend down; one that has never
+ * been shown healthy goes down at its first failed check. The tolerance is
+ * for a backend known to work that missed a probe; one never seen working
+ * and now failing its check would otherwise keep getting requests (502s)
+ * while `/readyz` already reports it, for up to `unhealthy_after` intervals.
+ */
 export function afterActiveCheck(state: HealthState, ok: boolean, settings: HealthSettings): HealthState {
   if (ok) return { ...state, up: true, confirmed: true, activeFailures: 0, ejectedUntil: 0 }
   const activeFailures = state.activeFailures + 1
-  return { ...state, activeFailures, up: state.up && activeFailures < settings.unhealthyAfter }
+  return { ...state, activeFailures, up: state.up && state.confirmed && activeFailures < settings.unhealthyAfter }
 }
 
 /** A successful answer confirms the backend; it does not lift a down verdict (only a passed check does). */

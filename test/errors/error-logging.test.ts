@@ -5,15 +5,14 @@
  * request once flooded the logs in an overload or an outage).
  */
 import { once } from 'node:events'
-import { createServer } from 'node:net'
 import { createServer as createHttpServer } from 'node:http'
 import { hashPassword } from '../../src/auth/scrypt-hash.js'
 import { listenForTest } from '../support/listen.js'
-import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { trackedAfterEach } from '../support/tracked.js'
 import { until } from '../support/metrics.js'
+import { vanishingBackend, vanishOnceConfirmed } from '../support/vanishing-backend.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups = trackedAfterEach()
@@ -29,16 +28,6 @@ function chat(gw: TestGateway, signal?: AbortSignal): Promise<Response> {
   })
 }
 
-/** A port nothing listens on (bound, then closed). */
-async function deadPort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as AddressInfo
-  server.close()
-  await once(server, 'close')
-  return port
-}
-
 /** Log lines other than access lines and the gateway's start-up and health chatter, once the access line is in. */
 async function linesBesidesAccess(gw: TestGateway, status: number): Promise<Record<string, unknown>[]> {
   await until(() => gw.logLines().some((l) => l.msg === 'request completed' && l.status === status), `the ${status} access line`)
@@ -47,7 +36,9 @@ async function linesBesidesAccess(gw: TestGateway, status: number): Promise<Reco
 
 describe('logging of failed requests', () => {
   it('an unreachable backend: one warn line naming the code and undici\'s reason, no error line', async () => {
-    const gw = await gateway({ retries: 0, health: { unhealthy_after: 100 }, backends: [{ url: `http://127.0.0.1:${await deadPort()}`, name: 'gone' }] })
+    const gone = await vanishingBackend(cleanups)
+    const gw = await gateway({ retries: 0, health: { interval_ms: 60_000 }, backends: [{ url: gone.url, name: 'gone' }] })
+    await vanishOnceConfirmed(gw.url, 'm', { gone })
 
     const answer = await chat(gw)
     expect(answer.status).toBe(502)
@@ -57,39 +48,48 @@ describe('logging of failed requests', () => {
     expect(lines[0]).toMatchObject({ level: 40, error_code: 'upstream_unreachable', cause: expect.stringContaining('ECONNREFUSED') as unknown as string })
     expect(lines[0]).not.toHaveProperty('err')
     // The access line names the backend that failed: the message text is not where an operator filters.
-    expect(gw.logLines().find((l) => l.msg === 'request completed')).toMatchObject({ status: 502, backend: 'gone' })
+    expect(gw.logLines().find((l) => l.msg === 'request completed' && l.route === 'chat')).toMatchObject({ status: 502, backend: 'gone' })
   })
 
   it('a failed attempt retried on another backend: the 200 access line names the one that answered', async () => {
     const alive = await cleanups.standIn()
+    const gone = await vanishingBackend(cleanups)
     const gw = await gateway({
       retries: 1,
       balance: 'round_robin',
-      health: { unhealthy_after: 100 },
+      health: { interval_ms: 60_000 },
       backends: [
-        { url: `http://127.0.0.1:${await deadPort()}`, name: 'gone' },
+        { url: gone.url, name: 'gone' },
         { url: alive.url, name: 'alive' },
       ],
     })
+    await vanishOnceConfirmed(gw.url, 'm', { gone })
     for (let i = 0; i < 2; i++) expect((await chat(gw)).status).toBe(200)
-    await until(() => gw.logLines().filter((l) => l.msg === 'request completed').length === 2, 'two access lines')
-    expect(gw.logLines().filter((l) => l.msg === 'request completed').map((l) => l.backend)).toEqual(['alive', 'alive'])
+    const chatLines = () => gw.logLines().filter((l) => l.msg === 'request completed' && l.route === 'chat')
+    await until(() => chatLines().length === 2, 'two access lines')
+    // One of the two met the vanished backend first (which one depends on where round robin starts).
+    expect(chatLines().map((l) => l.backend)).toEqual(['alive', 'alive'])
+    expect(chatLines().map((l) => l.retries as number).sort()).toEqual([0, 1])
   })
 
   // Regression (observability audit): retries, backend and queue wait were written to the line
   // only with an answer; a request ending before one said retries 0, backend null.
   it('every backend failing: the 502 line names the last backend tried, counts the retry and has its queue wait', async () => {
+    const first = await vanishingBackend(cleanups)
+    const second = await vanishingBackend(cleanups)
     const gw = await gateway({
       retries: 1,
       balance: 'round_robin',
+      health: { interval_ms: 60_000 },
       backends: [
-        { url: `http://127.0.0.1:${await deadPort()}`, name: 'first' },
-        { url: `http://127.0.0.1:${await deadPort()}`, name: 'second' },
+        { url: first.url, name: 'first' },
+        { url: second.url, name: 'second' },
       ],
     })
+    await vanishOnceConfirmed(gw.url, 'm', { first, second })
     expect((await chat(gw)).status).toBe(502)
-    await until(() => gw.logLines().some((l) => l.msg === 'request completed'), 'the access line')
-    const line = gw.logLines().find((l) => l.msg === 'request completed')!
+    await until(() => gw.logLines().some((l) => l.msg === 'request completed' && l.route === 'chat'), 'the access line')
+    const line = gw.logLines().find((l) => l.msg === 'request completed' && l.route === 'chat')!
     expect(line).toMatchObject({ status: 502, backend: 'second', retries: 1, error_code: 'upstream_unreachable' })
     expect(typeof line.queue_wait_ms).toBe('number')
   })

@@ -5,9 +5,10 @@ import OpenAI from 'openai'
 import { errors } from 'undici'
 import { describe, expect, it, vi } from 'vitest'
 import { makeKey, type TestGateway } from '../support/gateway.js'
-import { until } from '../support/metrics.js'
+import { until, untilMetric } from '../support/metrics.js'
 import { untilStalled } from '../support/stall.js'
 import { trackedAfterEach } from '../support/tracked.js'
+import { vanishingBackend, vanishOnceConfirmed } from '../support/vanishing-backend.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups = trackedAfterEach()
@@ -156,11 +157,9 @@ describe('backend failures', () => {
   }
 
   it('answers 502 in the error shape when the backend refuses connections', async () => {
-    const dead = createServer()
-    await new Promise<void>((resolve) => dead.listen(0, '127.0.0.1', resolve))
-    const url = `http://127.0.0.1:${(dead.address() as AddressInfo).port}`
-    await new Promise<void>((resolve) => dead.close(() => resolve()))
-    const gw = await gateway({ backends: [{ url }] })
+    const dead = await vanishingBackend(cleanups)
+    const gw = await gateway({ health: { interval_ms: 60_000 }, backends: [{ url: dead.url, name: 'dead' }] })
+    await vanishOnceConfirmed(gw.url, 'm', { dead })
 
     const { status, text } = await post(gw, {})
 
@@ -219,8 +218,12 @@ describe('backend failures', () => {
   })
 
   it('passes a backend error status and body through unchanged', async () => {
-    const backend = await cleanups.standIn({ fail: 'status500' })
-    const gw = await gateway({ backends: [{ url: backend.url }] })
+    // A backend its check has found healthy that then answers chat with 500 (a stand-in failing from
+    // the start fails its /health too, and a backend whose first check failed takes no request).
+    const backend = await cleanups.standIn()
+    const gw = await gateway({ health: { interval_ms: 60_000 }, backends: [{ url: backend.url, name: 'b' }] })
+    await untilMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b' }, 1)
+    backend.options.fail = 'status500'
 
     const { status, text } = await post(gw, {})
 
@@ -235,6 +238,7 @@ describe('backend failures', () => {
     const bare = createServer((request, response) => {
       request.resume()
       request.on('end', () => {
+        if (request.url === '/health') return void response.writeHead(200, { 'content-length': 0 }).end()
         response.writeHead(statusCode, { 'x-backend': 'bare' })
         response.end(body)
       })

@@ -49,8 +49,11 @@ describe('isUsable', () => {
 })
 
 describe('active health checks', () => {
-  it('stay up through unhealthy_after - 1 failed checks and go down at unhealthy_after', () => {
-    const twoFailed = activeChecks(INITIAL_HEALTH, [false, false])
+  /** A backend a check has shown healthy: `unhealthy_after` applies to it. */
+  const seenHealthy = afterActiveCheck(INITIAL_HEALTH, true, settings)
+
+  it('keep a backend seen healthy up through unhealthy_after - 1 failed checks and take it down at unhealthy_after', () => {
+    const twoFailed = activeChecks(seenHealthy, [false, false])
     expect(twoFailed.up).toBe(true)
     expect(twoFailed.activeFailures).toBe(2)
     expect(isUsable(twoFailed, T0)).toBe(true)
@@ -60,28 +63,45 @@ describe('active health checks', () => {
     expect(isUsable(threeFailed, T0)).toBe(false)
   })
 
+  it('take a backend never shown healthy down at its first failed check', () => {
+    const failedFirst = afterActiveCheck(INITIAL_HEALTH, false, settings)
+    expect(failedFirst.up).toBe(false)
+    expect(isUsable(failedFirst, T0)).toBe(false)
+    // A passive failure before the check does not confirm it either.
+    const ejectedThenFailed = afterActiveCheck(afterPassiveFailure(INITIAL_HEALTH, 'status', settings, T0), false, settings)
+    expect(ejectedThenFailed.up).toBe(false)
+  })
+
+  it('apply unhealthy_after to a backend confirmed by real traffic, not by a check', () => {
+    const answered = afterPassiveSuccess(INITIAL_HEALTH)
+    expect(activeChecks(answered, [false, false]).up).toBe(true)
+    expect(activeChecks(answered, [false, false, false]).up).toBe(false)
+  })
+
   it('go down on the first failure with unhealthy_after 1', () => {
-    expect(afterActiveCheck(INITIAL_HEALTH, false, { unhealthyAfter: 1, intervalMs: 100 }).up).toBe(false)
+    expect(afterActiveCheck(seenHealthy, false, { unhealthyAfter: 1, intervalMs: 100 }).up).toBe(false)
   })
 
   it('count failures in a row only: a success in between starts over', () => {
-    const state = activeChecks(INITIAL_HEALTH, [false, false, true, false, false])
+    const state = activeChecks(INITIAL_HEALTH, [true, false, false, true, false, false])
     expect(state.up).toBe(true)
     expect(state.activeFailures).toBe(2)
   })
 
   it('bring a down backend up after one successful check', () => {
-    const down = activeChecks(INITIAL_HEALTH, [false, false, false, false, false])
-    expect(down.up).toBe(false)
+    for (const start of [INITIAL_HEALTH, seenHealthy]) {
+      const down = activeChecks(start, [false, false, false, false, false])
+      expect(down.up).toBe(false)
 
-    const up = afterActiveCheck(down, true, settings)
-    expect(up.up).toBe(true)
-    expect(up.activeFailures).toBe(0)
-    expect(isUsable(up, T0)).toBe(true)
+      const up = afterActiveCheck(down, true, settings)
+      expect(up.up).toBe(true)
+      expect(up.activeFailures).toBe(0)
+      expect(isUsable(up, T0)).toBe(true)
+    }
   })
 
   it('stay down while further checks fail', () => {
-    const down = activeChecks(INITIAL_HEALTH, [false, false, false, false, false, false, false])
+    const down = activeChecks(seenHealthy, [false, false, false, false, false, false, false])
     expect(down.up).toBe(false)
   })
 

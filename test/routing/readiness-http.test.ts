@@ -101,6 +101,15 @@ describe('readiness before the first check', () => {
     await until(async () => (await readyz(gw)).status === 200, '/readyz 200 after the check passed')
     expect(await backendUp(gw)).toBe(1)
   })
+
+  it('a backend whose first check failed takes no request: chat gets 503 no_healthy_backend, not a 502', async () => {
+    // unhealthy_after 3 and one check a minute: only the rule for a backend never seen healthy can take it down.
+    const gw = await cleanups.gateway(gatewayConfig(await closedPortUrl(), { interval_ms: 60_000, unhealthy_after: 3 }))
+    await until(() => gw.logLines().some((line) => line.msg === 'backend down'), 'the first failed check to take the backend down', 5000)
+
+    expect(await chat(gw)).toEqual({ status: 503, code: 'no_healthy_backend' })
+    expect((await readyz(gw)).status).toBe(503)
+  })
 })
 
 describe('readiness across a reload', () => {
