@@ -41,7 +41,8 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
       const { line, col } = lines.linePos(offset)
       return `line ${line}, column ${col}`
     }
-    return { ok: false, issues: problems.map((e) => ({ path: '', message: `${yamlProblem(e.code)} at ${where(e.pos[0])}` })) }
+    // yaml may report one problem twice (an unclosed flow map: BAD_INDENT twice at one place).
+    return { ok: false, issues: distinct(problems.map((e) => ({ path: '', message: `${yamlProblem(e.code)} at ${where(e.pos[0])}` }))) }
   }
   const { issues: unset, typed } = interpolateDocument(document, env)
   const issues = [...unset]

@@ -364,6 +364,11 @@ models:
     expect(found[0]!.message).toMatch(/^YAML: /)
   })
 
+  // Regression (conformance audit): yaml reports an unclosed flow map twice at one place, and `check` listed it twice.
+  it('lists a YAML problem reported twice at one place once', () => {
+    expect(issues('models: [ { name: a\n')).toEqual([{ path: '', message: 'YAML: bad indentation, or a bracket or brace not closed (BAD_INDENT) at line 2, column 1' }])
+  })
+
   it('reports a key given twice as invalid YAML', () => {
     const found = issues(`server:\n  port: 1\n  port: 2\n${MODEL}`)
     expect(found[0]!.message).toMatch(/^YAML: a key given twice in one mapping \(DUPLICATE_KEY\) at line 3, column 3$/)
