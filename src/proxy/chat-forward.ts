@@ -19,6 +19,7 @@ import { dispatchChat, type AttemptOutcome, type ChatAnswer } from './chat-dispa
 import type { PassiveFailure } from '../routing/health-state.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import type { ClientDeparture } from './client-departure.js'
+import type { ErrorEvent } from './error-event.js'
 import { SseRelay } from './sse-relay.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
 import { estimatedStreamUsage } from './usage-estimate.js'
@@ -51,6 +52,8 @@ export interface ChatForward {
  * backend's fault, and its connection is closed rather than kept to idle_ms.
  */
 const AFTER_DONE_GRACE_MS = 1000
+/** The access line's error_code for a stream in which the backend reported an error (error-event.ts). */
+const ERROR_EVENT_CODE = 'upstream_error_event'
 
 export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, job: ChatForward): Promise<FastifyReply> {
   const { client } = job
@@ -174,7 +177,8 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
     data: (chunk) => {
       // The answer is whole and sent; bytes after [DONE] are nobody's.
       if (res.writableEnded) return true
-      const { out, firstContent } = relay.push(chunk)
+      const { out, firstContent, errorEvent } = relay.push(chunk)
+      if (errorEvent !== null) noteErrorEvent(errorEvent)
       if (firstContent) {
         request.facts.ttftMs = reply.elapsedTime
         ctx.metrics.timeToFirstToken.observe({ model }, reply.elapsedTime / 1000)
@@ -207,6 +211,16 @@ function relayStream(ctx: GatewayContext, request: FastifyRequest, reply: Fastif
       else breakOff(brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error), 'backend failed mid-stream', error)
     },
   })
+  /**
+   * The backend's own error inside the stream (error-event.ts) goes to the client unchanged; the
+   * access line, whose status is the 200 already sent, gets a code for it once the answer is whole
+   * (set now, a client leaving before that would be logged as the gateway's doing, not a 499).
+   */
+  function noteErrorEvent(event: ErrorEvent): void {
+    ctx.metrics.upstreamErrors.inc({ model, backend: answer.backend.name, reason: 'error_event' })
+    request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name, error_type: event.type, error_status: event.code }, 'backend reported an error inside its stream')
+    res.once('finish', () => (request.facts.errorCode ??= ERROR_EVENT_CODE))
+  }
   /** A backend still holding its stream open well after [DONE] would hold a pooled connection until idle_ms. */
   function letGoOfLingering(): void {
     request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name }, 'backend kept its stream open after [DONE]; closed')

@@ -11,6 +11,7 @@
  * Pure bookkeeping over bytes, no I/O: chat-forward.ts writes what it returns.
  */
 import type { ErrorBody } from '../errors/gateway-error.js'
+import { errorEventOf, type ErrorEvent } from './error-event.js'
 import { SseEventSplitter } from './sse-events.js'
 import { carriesContent, dataOf, inspectEvent, type TokenUsage } from './stream-usage.js'
 
@@ -52,6 +53,8 @@ export class SseRelay {
   #events = 0
   /** `[DONE]` came: the answer is whole, and nothing after it is the client's. */
   #done = false
+  /** The backend reported an error inside the stream (error-event.ts): the first one. */
+  #errorEvent: ErrorEvent | null = null
 
   /** `stripInjectedUsage`: the gateway asked for `include_usage` itself, so hide what that adds. */
   constructor(stripInjectedUsage: boolean) {
@@ -73,13 +76,15 @@ export class SseRelay {
   }
 
   /**
-   * The bytes to send for one upstream chunk (null: nothing yet), and
-   * whether they hold the stream's first generated output.
+   * The bytes to send for one upstream chunk (null: nothing yet), whether
+   * they hold the stream's first generated output, and the backend's error
+   * event when they hold the stream's first.
    */
-  push(chunk: Buffer): { readonly out: Buffer | null; readonly firstContent: boolean } {
+  push(chunk: Buffer): { readonly out: Buffer | null; readonly firstContent: boolean; readonly errorEvent: ErrorEvent | null } {
     let out: Buffer | Buffer[] | null = null
     let firstContent = false
-    if (this.#done) return { out, firstContent }
+    let errorEvent: ErrorEvent | null = null
+    if (this.#done) return { out, firstContent, errorEvent }
     const events = this.#splitter.push(chunk)
     // A lone-CR framed event goes out now, not when the backend's next bytes come (if they ever do).
     const endedAtCR = this.#splitter.takeEndedAtCR()
@@ -91,14 +96,17 @@ export class SseRelay {
         out = appended(out, event)
         break
       }
-      if (startsWithData(event)) this.#events++
+      if (startsWithData(event)) {
+        this.#events++
+        if (this.#errorEvent === null) errorEvent = this.#errorEvent = errorEventOf(event)
+      }
       const verdict = inspectEvent(event, this.#stripInjectedUsage)
       if (verdict.usage !== null) this.#usage = verdict.usage
       if (verdict.forward === null) continue
       if (!this.#contentSeen && carriesContent(verdict.forward)) firstContent = this.#contentSeen = true
       out = appended(out, verdict.forward)
     }
-    return { out: Array.isArray(out) ? Buffer.concat(out) : out, firstContent }
+    return { out: Array.isArray(out) ? Buffer.concat(out) : out, firstContent, errorEvent }
   }
 
   /** The upstream ended cleanly: the bytes of an unfinished last event, passed as they are (see `complete`). */

@@ -512,10 +512,10 @@ describe('/metrics after the mix', () => {
       key: (v) => [chatKey.id, platformKey.id, ALICE.username].includes(v),
       kind: (v) => ['prompt', 'completion'].includes(v),
       status: (v) => /^[1-5]\d\d$/.test(v),
-      // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts).
+      // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts, chat-forward.ts).
       reason: (v) =>
         ['queue_full', 'queue_timeout', 'shutting_down', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden'].includes(v) ||
-        ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream'].includes(v),
+        ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream', 'error_event'].includes(v),
     }
     const histograms = new Set(typed.filter((f) => f.type === 'HISTOGRAM').map((f) => f.name))
     const isBucket = (name: string) => name.endsWith('_bucket') && histograms.has(name.slice(0, -'_bucket'.length))

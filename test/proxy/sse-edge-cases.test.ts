@@ -253,6 +253,30 @@ describe('a backend that dies mid-stream', () => {
   })
 })
 
+describe('a backend that reports an error inside its stream (vLLM, when generation fails after the 200)', () => {
+  const shapes = [
+    { name: 'vLLM >= 0.10.1', data: '{"error": {"message": "engine failed", "type": "InternalServerError", "param": null, "code": 500}}' },
+    { name: 'vLLM < 0.10.1', data: '{"object": "error", "message": "engine failed", "type": "InternalServerError", "param": null, "code": 500}' },
+  ]
+  it.each(shapes)('$name: the client gets every byte unchanged; counted as error_event, warned about, and the 200 line has error_code', async ({ data }) => {
+    const stream = `data: ${contentChunk('Hi', false)}\n\ndata: ${data}\n\ndata: [DONE]\n\n`
+    const b = await backend((res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(stream))
+    const gw = await gateway(b.url)
+
+    const raw = await post(gw, { stream: true, stream_options: { include_usage: true } })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(stream)
+    await until(() => gw.logLines().some((line) => line.msg === 'request completed' && line.route === 'chat'), 'the access line', 2000)
+    expect(gw.logLines().find((line) => line.msg === 'request completed' && line.route === 'chat')).toMatchObject({ status: 200, backend: 'b', error_code: 'upstream_error_event' })
+    expect(gw.logLines().find((line) => line.msg === 'backend reported an error inside its stream')).toMatchObject({ level: 40, backend: 'b', error_type: 'InternalServerError', error_status: 500 })
+    expect(gw.logText()).not.toContain('engine failed')
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'error_event' })).toBe(1)
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm' })).toBe(1)
+    await expectSlotFree(gw, b)
+  })
+})
+
 describe('a backend that sends [DONE] and then keeps its stream open', () => {
   // Regression: the client's stream stayed open until idle_ms (60 s) with the
   // backend's, and then got an error event after its [DONE], counted as a

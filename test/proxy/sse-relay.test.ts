@@ -51,6 +51,20 @@ describe('SseRelay', () => {
     expect(firstContentAt).toEqual([2])
   })
 
+  it('passes a backend error event on unchanged and reports the first one, in the chunk that completes it', () => {
+    const errorEvent = 'data: {"error": {"message": "boom", "type": "InternalServerError", "param": null, "code": 500}}\n\n'
+    const later = 'data: {"object": "error", "message": "again", "type": "ServiceUnavailableError", "code": 503}\n\n'
+    const stream = roleChunk + tokenChunk('a') + errorEvent + later + done
+    const relay = new SseRelay(false)
+    const bytes = Buffer.from(stream)
+    const cut = Buffer.byteLength(roleChunk + tokenChunk('a')) + 20
+    const first = relay.push(bytes.subarray(0, cut))
+    const second = relay.push(bytes.subarray(cut))
+    expect(first.errorEvent).toBeNull()
+    expect(second.errorEvent).toEqual({ type: 'InternalServerError', code: 500 })
+    expect(Buffer.concat([first.out!, second.out!]).toString()).toBe(stream)
+  })
+
   it('sends nothing for a chunk that completes no event, and the unfinished tail at a clean end', () => {
     const relay = new SseRelay(false)
     expect(relay.push(Buffer.from('data: {"choi')).out).toBeNull()
