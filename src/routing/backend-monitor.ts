@@ -26,6 +26,7 @@ import {
   afterPassiveFailure,
   afterPassiveSuccess,
   isConfirmedWith,
+  isDownBeforeConfirmation,
   isUsable,
   verdictLapsesAt,
   type HealthSettings,
@@ -218,15 +219,20 @@ export class BackendMonitor {
   /**
    * Tells the board what this replica's own state says: down or ejected
    * (again, which refreshes the verdict), or back up after being neither.
+   * A backend down only because it was never seen healthy here is not
+   * shared (health-state.ts `isDownBeforeConfirmation`), and its recovery
+   * clears nothing: the verdict on the board, if any, is another replica's.
    */
   #share(route: ModelRoute, backend: Backend, before: HealthState, now: number): void {
     const board = this.#hooks.board
     const after = backend.health
     if (board === undefined || after === before || !this.#serving) return
-    if (!isUsable(after, now)) {
+    const settings = settingsOf(route)
+    const shared = (state: HealthState) => !isUsable(state, now) && !isDownBeforeConfirmation(state, settings, now)
+    if (shared(after)) {
       const expiresAt = Math.max(now + route.settings.health.interval_ms * STALE_INTERVALS, after.ejectedUntil)
       board.publish(route.name, backend.name, { up: after.up, ejectedUntil: after.ejectedUntil, expiresAt })
-    } else if (!isUsable(before, now)) {
+    } else if (isUsable(after, now) && shared(before)) {
       board.clear(route.name, backend.name)
     }
   }

@@ -100,6 +100,17 @@ export function afterActiveCheck(state: HealthState, ok: boolean, settings: Heal
   return { ...state, activeFailures, up: state.up && state.confirmed && activeFailures < settings.unhealthyAfter }
 }
 
+/**
+ * Down only by the rule for a backend never seen healthy (fewer failed checks
+ * than `unhealthy_after`, no ejection): a finding for this replica alone. In
+ * Redis mode it is not shared, since other replicas may have seen the backend
+ * healthy, and one failed first probe of a starting replica (its network or a
+ * sidecar not ready yet) would otherwise take the backend out on all of them.
+ */
+export function isDownBeforeConfirmation(state: HealthState, settings: HealthSettings, now: number): boolean {
+  return !state.up && !state.confirmed && state.activeFailures < settings.unhealthyAfter && now >= state.ejectedUntil
+}
+
 /** A successful answer confirms the backend; it does not lift a down verdict (only a passed check does). */
 export function afterPassiveSuccess(state: HealthState): HealthState {
   if (state.confirmed && state.passiveFailures === 0 && state.ejections === 0) return state

@@ -5,6 +5,7 @@ import {
   afterPassiveSuccess,
   INITIAL_HEALTH,
   isConfirmedWith,
+  isDownBeforeConfirmation,
   isUsable,
   isUsableWith,
   verdictLapsesAt,
@@ -217,6 +218,26 @@ describe('passive failures', () => {
     afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
     afterActiveCheck(INITIAL_HEALTH, false, settings)
     expect(INITIAL_HEALTH).toEqual(before)
+  })
+})
+
+describe('isDownBeforeConfirmation: a finding for this replica alone (not shared in Redis mode)', () => {
+  it('holds for a backend never seen healthy, down by fewer failed checks than unhealthy_after', () => {
+    expect(isDownBeforeConfirmation(activeChecks(INITIAL_HEALTH, [false]), settings, T0)).toBe(true)
+    expect(isDownBeforeConfirmation(activeChecks(INITIAL_HEALTH, [false, false]), settings, T0)).toBe(true)
+  })
+
+  it('does not hold from unhealthy_after failed checks on, for a backend seen healthy, nor while ejected', () => {
+    expect(isDownBeforeConfirmation(activeChecks(INITIAL_HEALTH, [false, false, false]), settings, T0)).toBe(false)
+    expect(isDownBeforeConfirmation(activeChecks(INITIAL_HEALTH, [true, false, false, false]), settings, T0)).toBe(false)
+    const ejectedThenFailed = afterActiveCheck(afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0), false, settings)
+    expect(isDownBeforeConfirmation(ejectedThenFailed, settings, T0)).toBe(false)
+    expect(isDownBeforeConfirmation(ejectedThenFailed, settings, ejectedThenFailed.ejectedUntil)).toBe(true)
+  })
+
+  it('does not hold for a backend that is usable', () => {
+    expect(isDownBeforeConfirmation(INITIAL_HEALTH, settings, T0)).toBe(false)
+    expect(isDownBeforeConfirmation(activeChecks(INITIAL_HEALTH, [false, true]), settings, T0)).toBe(false)
   })
 })
 
