@@ -7,10 +7,11 @@
  * spaced as Python's json.dumps writes it. The event reaches the client
  * unchanged; the gateway only notes it, since the status it logged is 200.
  *
- * Looked for in every streamed event, so the common case is decided on the
- * first bytes: a chat chunk's first member is not `"error"` or `"object"`
- * (vLLM writes `"id"` first), and only an event that starts like an error
- * body is parsed.
+ * Looked for in every streamed event whose first line is its `data:` line
+ * (as vLLM writes them; an error event with an `event:` or `id:` line first
+ * is passed on but not noted), so the common case is decided on the first
+ * bytes: a chat chunk does not start with `{"error"` or `{"object":"error"`
+ * (vLLM writes `"id"` first), and only an event that does is parsed.
  */
 import { dataOf } from './stream-usage.js'
 
@@ -24,9 +25,10 @@ export interface ErrorEvent {
 const SPACE = 0x20
 const TAB = 0x09
 const OPEN_BRACE = 0x7b
-const QUOTE = 0x22
+const COLON = 0x3a
 const DATA_FIELD_LENGTH = 'data:'.length
-const ERROR_KEY = Buffer.from('"error"')
+/** The key of the newer shape, and the `object` value of the older one. */
+const QUOTED_ERROR = Buffer.from('"error"')
 const OBJECT_KEY = Buffer.from('"object"')
 /** Only a word-like type is kept for a log line: a message-sized one may carry the prompt. */
 const TYPE_WORD = /^[A-Za-z0-9_.-]{1,64}$/
@@ -48,15 +50,26 @@ export function errorEventOf(event: Buffer): ErrorEvent | null {
   return { type: typeof type === 'string' && TYPE_WORD.test(type) ? type : null, code: typeof code === 'number' && Number.isFinite(code) ? code : null }
 }
 
-/** `data:`, spaces, `{`, spaces, then the key `"error"` or `"object"`. */
+/**
+ * `data:`, then `{` and the key `"error"`, or `{"object": "error"` (spaces
+ * allowed between tokens). A server whose chunks start with `"object"` has
+ * its value compared too, so its chunks are not parsed.
+ */
 function startsLikeErrorBody(event: Buffer): boolean {
-  let at = DATA_FIELD_LENGTH
-  while (event[at] === SPACE || event[at] === TAB) at++
+  let at = skipSpaces(event, DATA_FIELD_LENGTH)
   if (event[at] !== OPEN_BRACE) return false
-  at++
+  at = skipSpaces(event, at + 1)
+  if (startsAt(event, QUOTED_ERROR, at)) return true
+  if (!startsAt(event, OBJECT_KEY, at)) return false
+  at = skipSpaces(event, at + OBJECT_KEY.length)
+  if (event[at] !== COLON) return false
+  return startsAt(event, QUOTED_ERROR, skipSpaces(event, at + 1))
+}
+
+function skipSpaces(event: Buffer, from: number): number {
+  let at = from
   while (event[at] === SPACE || event[at] === TAB) at++
-  if (event[at] !== QUOTE) return false
-  return startsAt(event, ERROR_KEY, at) || startsAt(event, OBJECT_KEY, at)
+  return at
 }
 
 function startsAt(event: Buffer, key: Buffer, at: number): boolean {

@@ -28,4 +28,3 @@ async function flushAndQuit(client: Redis): Promise<void> {
     // Closing anyway.
   }
 }
-

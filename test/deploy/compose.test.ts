@@ -141,6 +141,13 @@ describe('docker-compose.yml', () => {
 
     // The replicas' health check asks the port they listen on.
     for (const replica of replicas) expect(services[replica]!.healthcheck!.test.join(' ')).toContain(`127.0.0.1:${config.server.port}/readyz`)
+
+    // The replicas start once every vLLM stand-in answers /health (a first check that fails keeps a
+    // backend down until the next one); compose reads `$$` as a literal `$`.
+    const standInCheck = services['stand-ins']!.healthcheck!.test.join(' ').replaceAll('$$', '$')
+    for (const port of env.VLLM_PORTS!.split(',')) expect(standInCheck).toContain(port.trim())
+    expect(standInCheck).toContain('127.0.0.1:${p}/health')
+    for (const replica of replicas) expect((services[replica]!.depends_on as Record<string, { condition: string }>)['stand-ins']).toEqual({ condition: 'service_healthy' })
   })
 })
 

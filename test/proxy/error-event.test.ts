@@ -11,6 +11,7 @@ describe('errorEventOf', () => {
       ['{"error":{"message":"too long","type":"BadRequestError","param":null,"code":400}}', { type: 'BadRequestError', code: 400 }],
       ['{"object": "error", "message": "boom", "type": "InternalServerError", "param": null, "code": 500}', { type: 'InternalServerError', code: 500 }],
       ['{ "object":"error","message":"m","type":"BadRequestError","code":400}', { type: 'BadRequestError', code: 400 }],
+      ['{"object" :\t"error", "message": "m", "type": "X", "code": 400}', { type: 'X', code: 400 }],
     ]
     for (const [data, expected] of cases) expect(errorEventOf(event(data)), data).toEqual(expected)
     expect(errorEventOf(event('{"error": {"message": "m", "type": "X", "code": 500}}', '\r\n\r\n'))).toEqual({ type: 'X', code: 500 })
@@ -26,6 +27,8 @@ describe('errorEventOf', () => {
     for (const data of [
       '{"id":"c","object":"chat.completion.chunk","choices":[]}',
       '{"object":"chat.completion.chunk","id":"c","choices":[]}',
+      '{"object": "error-like", "id": "c"}',
+      '{"objects": "error"}',
       '{"error": "not an object"}',
       '{"error": [1]}',
       '{"error": null}',
