@@ -8,7 +8,7 @@
  * dropped and the client gets `data: {"error": ...}` and `data: [DONE]`, so
  * its SSE parser ends cleanly instead of hanging or choking on half a JSON.
  *
- * Pure bookkeeping over bytes, no I/O: chat-forward.ts writes what it returns.
+ * Pure bookkeeping over bytes, no I/O: chat-stream.ts writes what it returns.
  */
 import type { ErrorBody } from '../errors/gateway-error.js'
 import { errorEventOf, type ErrorEvent } from './error-event.js'

@@ -512,7 +512,7 @@ describe('/metrics after the mix', () => {
       key: (v) => [chatKey.id, platformKey.id, ALICE.username].includes(v),
       kind: (v) => ['prompt', 'completion'].includes(v),
       status: (v) => /^[1-5]\d\d$/.test(v),
-      // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts, chat-forward.ts).
+      // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts, chat-stream.ts).
       reason: (v) =>
         ['queue_full', 'queue_timeout', 'shutting_down', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden'].includes(v) ||
         ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream', 'error_event'].includes(v),
