@@ -34,6 +34,13 @@ async function linesBesidesAccess(gw: TestGateway, status: number): Promise<Reco
   return gw.logLines().filter((l) => l.request_id !== undefined && l.msg !== 'request completed')
 }
 
+/** The chat route's access lines (the /metrics scrapes that waited for a backend write their own). */
+const chatAccessLines = (gw: TestGateway) => gw.logLines().filter((l) => l.msg === 'request completed' && l.route === 'chat')
+
+/** Two backends in round robin, one retry, checked once (a minute apart): only traffic changes their health. */
+const roundRobinPair = (...backends: readonly (readonly [name: string, url: string])[]) =>
+  gateway({ retries: 1, balance: 'round_robin', health: { interval_ms: 60_000 }, backends: backends.map(([name, url]) => ({ url, name })) })
+
 describe('logging of failed requests', () => {
   it('an unreachable backend: one warn line naming the code and undici\'s reason, no error line', async () => {
     const gone = await vanishingBackend(cleanups)
@@ -48,28 +55,19 @@ describe('logging of failed requests', () => {
     expect(lines[0]).toMatchObject({ level: 40, error_code: 'upstream_unreachable', cause: expect.stringContaining('ECONNREFUSED') as unknown as string })
     expect(lines[0]).not.toHaveProperty('err')
     // The access line names the backend that failed: the message text is not where an operator filters.
-    expect(gw.logLines().find((l) => l.msg === 'request completed' && l.route === 'chat')).toMatchObject({ status: 502, backend: 'gone' })
+    expect(chatAccessLines(gw)[0]).toMatchObject({ status: 502, backend: 'gone' })
   })
 
   it('a failed attempt retried on another backend: the 200 access line names the one that answered', async () => {
     const alive = await cleanups.standIn()
     const gone = await vanishingBackend(cleanups)
-    const gw = await gateway({
-      retries: 1,
-      balance: 'round_robin',
-      health: { interval_ms: 60_000 },
-      backends: [
-        { url: gone.url, name: 'gone' },
-        { url: alive.url, name: 'alive' },
-      ],
-    })
+    const gw = await roundRobinPair(['gone', gone.url], ['alive', alive.url])
     await vanishOnceConfirmed(gw.url, 'm', { gone })
     for (let i = 0; i < 2; i++) expect((await chat(gw)).status).toBe(200)
-    const chatLines = () => gw.logLines().filter((l) => l.msg === 'request completed' && l.route === 'chat')
-    await until(() => chatLines().length === 2, 'two access lines')
+    await until(() => chatAccessLines(gw).length === 2, 'two access lines')
     // One of the two met the vanished backend first (which one depends on where round robin starts).
-    expect(chatLines().map((l) => l.backend)).toEqual(['alive', 'alive'])
-    expect(chatLines().map((l) => l.retries as number).sort()).toEqual([0, 1])
+    expect(chatAccessLines(gw).map((l) => l.backend)).toEqual(['alive', 'alive'])
+    expect(chatAccessLines(gw).map((l) => l.retries as number).sort()).toEqual([0, 1])
   })
 
   // Regression (observability audit): retries, backend and queue wait were written to the line
@@ -77,19 +75,11 @@ describe('logging of failed requests', () => {
   it('every backend failing: the 502 line names the last backend tried, counts the retry and has its queue wait', async () => {
     const first = await vanishingBackend(cleanups)
     const second = await vanishingBackend(cleanups)
-    const gw = await gateway({
-      retries: 1,
-      balance: 'round_robin',
-      health: { interval_ms: 60_000 },
-      backends: [
-        { url: first.url, name: 'first' },
-        { url: second.url, name: 'second' },
-      ],
-    })
+    const gw = await roundRobinPair(['first', first.url], ['second', second.url])
     await vanishOnceConfirmed(gw.url, 'm', { first, second })
     expect((await chat(gw)).status).toBe(502)
-    await until(() => gw.logLines().some((l) => l.msg === 'request completed' && l.route === 'chat'), 'the access line')
-    const line = gw.logLines().find((l) => l.msg === 'request completed' && l.route === 'chat')!
+    await until(() => chatAccessLines(gw).length === 1, 'the access line')
+    const line = chatAccessLines(gw)[0]!
     expect(line).toMatchObject({ status: 502, backend: 'second', retries: 1, error_code: 'upstream_unreachable' })
     expect(typeof line.queue_wait_ms).toBe('number')
   })
