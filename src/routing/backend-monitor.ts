@@ -10,32 +10,27 @@
  * requests, and a probe to a backend that never answers would otherwise hold
  * a drain (or a reload's retirement) up for its whole timeout.
  *
- * With a shared health board (Redis mode) it also tells the other replicas
- * when it finds a backend down or ejects it (refreshed at every failed check),
- * withdraws that when its own check brings the backend back, and merges
- * their verdicts into the backend's usability (health-state.ts `isUsableWith`).
+ * With a shared health board (Redis mode) it also exchanges verdicts with
+ * the other replicas (shared-verdicts.ts).
  */
 import { setMaxListeners } from 'node:events'
 import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
 import type { Metrics } from '../metrics/registry.js'
 import type { Backend } from './backend.js'
-import type { HealthBoard } from '../state/health-board.js'
+import { LOCAL_HEALTH_BOARD, type HealthBoard } from '../state/health-board.js'
 import {
   afterActiveCheck,
   afterPassiveFailure,
   afterPassiveSuccess,
   isConfirmedWith,
-  isDownBeforeConfirmation,
-  isUsable,
-  verdictLapsesAt,
   type HealthSettings,
   type HealthState,
   type PassiveFailure,
-  type SharedVerdict,
 } from './health-state.js'
 import type { ModelRoute } from './model-route.js'
 import { readVllmLoad } from './vllm-load.js'
+import { SharedVerdicts } from './shared-verdicts.js'
 import { UpstreamCall } from '../proxy/upstream-call.js'
 
 /** Longest a probe may take: a health check slower than this counts as failed. */
@@ -72,6 +67,7 @@ export class BackendMonitor {
   #serving = true
   readonly #logger: Logger
   readonly #hooks: MonitorHooks
+  readonly #verdicts: SharedVerdicts
   readonly #timers = new Set<NodeJS.Timeout>()
   /** Aborted by stop(): every probe request carries its signal (one listener each, hence no listener cap). */
   readonly #probes = unlimited(new AbortController())
@@ -83,15 +79,21 @@ export class BackendMonitor {
     this.#metrics = metrics
     this.#logger = logger
     this.#hooks = hooks
+    this.#verdicts = new SharedVerdicts({
+      clock,
+      logger,
+      board: hooks.board ?? LOCAL_HEALTH_BOARD,
+      serving: () => this.#serving,
+      stopped: () => this.#stopped,
+      check: (route, backend) => this.#checkHealth(route, backend),
+      publish: (route, backend) => this.#publish(route, backend),
+      after: (ms, run) => this.#after(ms, run),
+    })
   }
 
   start(): void {
     for (const route of this.#models.values()) {
-      const names = route.backends.map((b) => b.name)
-      this.#hooks.board?.watch(route.name, names, (name, verdict) => {
-        const backend = route.backends.find((b) => b.name === name)
-        if (backend !== undefined) this.#receive(route, backend, verdict)
-      })
+      this.#verdicts.watch(route)
       for (const backend of route.backends) {
         // Health inherited from a previous generation may carry an ejection: publish when it ends.
         this.#publishWhenReopened(route, backend)
@@ -158,11 +160,13 @@ export class BackendMonitor {
   async #probeLoop(route: ModelRoute, backend: Backend): Promise<void> {
     if (this.#stopped) return
     const startedAt = this.#clock.now()
+    const heldBefore = backend.shared
     const [healthy] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
     // Stopped meanwhile (the probe was aborted, not failed): a retired generation must not
     // publish a verdict into the gauge the serving one shares.
     if (this.#stopped) return
     this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)))
+    this.#verdicts.afterOwnCheck(route, backend, heldBefore, healthy)
     this.#after(nextProbeIn(route.settings.health.interval_ms, this.#clock.now() - startedAt), () => this.#probe(route, backend))
   }
 
@@ -211,49 +215,9 @@ export class BackendMonitor {
     const wasUsable = backend.usable(now)
     const before = backend.health
     backend.health = next()
-    this.#share(route, backend, before, now)
+    this.#verdicts.share(route, backend, before, settingsOf(route), now)
     const usable = this.#publish(route, backend)
     if (usable !== wasUsable) this.#logger.warn({ model: route.name, backend: backend.name, up: usable }, usable ? 'backend up' : 'backend down')
-  }
-
-  /**
-   * Tells the board what this replica's own state says: down or ejected
-   * (again, which refreshes the verdict), or back up after being neither.
-   * A backend down only because it was never seen healthy here is not
-   * shared (health-state.ts `isDownBeforeConfirmation`), and its recovery
-   * clears nothing: the verdict on the board, if any, is another replica's.
-   */
-  #share(route: ModelRoute, backend: Backend, before: HealthState, now: number): void {
-    const board = this.#hooks.board
-    const after = backend.health
-    if (board === undefined || after === before || !this.#serving) return
-    const settings = settingsOf(route)
-    const shared = (state: HealthState) => !isUsable(state, now) && !isDownBeforeConfirmation(state, settings, now)
-    if (shared(after)) {
-      const expiresAt = Math.max(now + route.settings.health.interval_ms * STALE_INTERVALS, after.ejectedUntil)
-      board.publish(route.name, backend.name, { up: after.up, ejectedUntil: after.ejectedUntil, expiresAt })
-    } else if (isUsable(after, now) && shared(before)) {
-      board.clear(route.name, backend.name)
-    }
-  }
-
-  /** Another replica's verdict (or its withdrawal) arrived: merge it, and look again when it lapses. */
-  #receive(route: ModelRoute, backend: Backend, verdict: SharedVerdict | null): void {
-    if (this.#stopped) return
-    const now = this.#clock.now()
-    const wasUsable = backend.usable(now)
-    backend.shared = verdict
-    const usable = this.#publish(route, backend)
-    if (usable !== wasUsable) this.#logger.warn({ model: route.name, backend: backend.name, up: usable, shared: true }, usable ? 'backend up' : 'backend down')
-    if (verdict !== null) this.#recheckWhenLapsed(route, backend, verdict)
-  }
-
-  /** Publishes again once the verdict has lapsed (timers may fire a little early: check, and wait on if so). */
-  #recheckWhenLapsed(route: ModelRoute, backend: Backend, verdict: SharedVerdict): void {
-    const wait = verdictLapsesAt(verdict) - this.#clock.now()
-    if (backend.shared !== verdict) return
-    if (wait > 0) this.#after(wait + 1, () => this.#recheckWhenLapsed(route, backend, verdict))
-    else this.#publish(route, backend)
   }
 
   /**

@@ -31,7 +31,9 @@
  *
  * In Redis mode other replicas add a shared verdict (a backend one of them
  * found down or ejected, state/health-board.ts): the backend is usable only
- * when neither this replica's state nor a verdict still in force says no.
+ * when neither this replica's state nor a verdict it holds says no. A
+ * verdict against a backend this replica finds healthy is held only once
+ * this replica's own check, run on receipt, fails too (`needsOwnCheck`).
  */
 
 export interface HealthState {
@@ -80,6 +82,18 @@ export function isUsableWith(state: HealthState, shared: SharedVerdict | null, n
 /** Counts for readiness and `sluice_backend_up`: usable, and shown healthy at least once. */
 export function isConfirmedWith(state: HealthState, shared: SharedVerdict | null, now: number): boolean {
   return state.confirmed && isUsableWith(state, shared, now)
+}
+
+/**
+ * Whether another replica's verdict must first be borne out by this
+ * replica's own check: it would take out a backend this replica has seen
+ * healthy and still finds usable. One replica's broken network path (a
+ * partition, a sidecar, a firewall rule) would otherwise take a healthy
+ * backend out on every replica for as long as it lasts. Otherwise (the
+ * backend already out here, or never seen healthy) it applies at once.
+ */
+export function needsOwnCheck(state: HealthState, shared: SharedVerdict, now: number): boolean {
+  return state.confirmed && isUsable(state, now) && !isUsableWith(state, shared, now)
 }
 
 /** When a shared verdict stops counting (its ejection ends or it expires). */

@@ -8,6 +8,7 @@ import {
   isDownBeforeConfirmation,
   isUsable,
   isUsableWith,
+  needsOwnCheck,
   verdictLapsesAt,
   type HealthSettings,
   type HealthState,
@@ -336,5 +337,33 @@ describe('merging a shared verdict (Redis mode)', () => {
     expect(isUsableWith(INITIAL_HEALTH, ejected, T0 + 2000)).toBe(true)
     expect(verdictLapsesAt(down)).toBe(T0 + 3000)
     expect(verdictLapsesAt(ejected)).toBe(T0 + 2000)
+  })
+})
+
+describe('needsOwnCheck: another replica’s verdict is held only once this replica’s own check fails too', () => {
+  const down: SharedVerdict = { up: false, ejectedUntil: 0, expiresAt: T0 + 3000 }
+  const ejected: SharedVerdict = { up: true, ejectedUntil: T0 + 2000, expiresAt: T0 + 3000 }
+  const seenHealthy = activeChecks(INITIAL_HEALTH, [true])
+
+  it('holds for a verdict in force against a backend this replica has seen healthy and finds usable', () => {
+    expect(needsOwnCheck(seenHealthy, down, T0)).toBe(true)
+    expect(needsOwnCheck(seenHealthy, ejected, T0)).toBe(true)
+    expect(needsOwnCheck(activeChecks(INITIAL_HEALTH, [true, false, false]), down, T0)).toBe(true)
+  })
+
+  it('does not hold for a backend never seen healthy here: the verdict applies at once', () => {
+    expect(needsOwnCheck(INITIAL_HEALTH, down, T0)).toBe(false)
+  })
+
+  it('does not hold for a backend already out here, down or ejected', () => {
+    expect(needsOwnCheck(activeChecks(INITIAL_HEALTH, [true, false, false, false]), down, T0)).toBe(false)
+    const ownEjection = afterPassiveFailure(seenHealthy, 'connect', settings, T0)
+    expect(needsOwnCheck(ownEjection, down, T0)).toBe(false)
+    expect(needsOwnCheck(ownEjection, down, ownEjection.ejectedUntil)).toBe(true)
+  })
+
+  it('does not hold for a verdict that would change nothing: lapsed, or its ejection over', () => {
+    expect(needsOwnCheck(seenHealthy, down, T0 + 3000)).toBe(false)
+    expect(needsOwnCheck(seenHealthy, ejected, T0 + 2000)).toBe(false)
   })
 })

@@ -40,6 +40,15 @@ async function gateway(object: Record<string, unknown>): Promise<TestGateway> {
 }
 
 const backendUp = (url: string) => scrapeMetric(url, 'sluice_backend_up', { model: 'm', backend: 'b1' })
+const setAsideCount = (gw: TestGateway) => gw.logLines().filter((line) => String(line.msg).startsWith('another replica finds this backend down')).length
+
+function chat(gw: TestGateway): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+  })
+}
 
 describeWithRedis('shared backend health (Redis mode)', () => {
   useInspectedRedis((started) => ({ redis, inspect } = started))
@@ -60,12 +69,27 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     await until(async () => (await backendUp(a.url)) === 1, 'replica A to see b1 recover')
     await until(async () => (await backendUp(b.url)) === 1, 'replica B to follow')
     expect(await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')).toBe(0)
-    const answer = await fetch(`${b.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
-    })
-    expect(answer.status).toBe(200)
+    expect((await chat(b)).status).toBe(200)
+  })
+
+  // Regression: replica A could not reach b1 (here: A's b1 is a closed port, B's a live stand-in, as
+  // with a partition or a firewall rule on A's side only), and its verdict took b1 out of service on
+  // B too, for as long as A kept failing. B now checks b1 itself as each verdict arrives.
+  it('a replica whose own check passes keeps a backend another replica cannot reach', async () => {
+    const live = await cleanups.standIn()
+    const unreachable = await cleanups.standIn()
+    unreachable.options.fail = 'status500'
+    const prefix = uniquePrefix('health')
+    const b = await gateway(config(prefix, live, SLOW_MS))
+    const a = await cleanups.redisGateway(config(prefix, unreachable, FAST_MS), { callBudgetMs: 1000 })
+    await until(async () => (await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')) === 1, 'replica A to share its verdict')
+    await until(() => setAsideCount(b) >= 1, 'replica B to check b1 itself and set the verdict aside')
+    expect(await backendUp(a.url)).toBe(0)
+    expect(await backendUp(b.url)).toBe(1)
+    expect((await chat(b)).status).toBe(200)
+    // A's next failed checks refresh the verdict; B checks each refresh and keeps b1.
+    await until(() => setAsideCount(b) >= 3, 'replica B to check two refreshes')
+    expect(await backendUp(b.url)).toBe(1)
   })
 
   it('the verdict of a replica that is gone lapses after three of its health intervals', async () => {
@@ -95,7 +119,10 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     const a = await gateway(moved(oldUrl, FAST_MS))
     const b = await gateway(moved(newUrl, SLOW_MS))
     const xUp = (url: string) => scrapeMetric(url, 'sluice_backend_up', { model: 'm', backend: 'x' })
-    await until(async () => (await xUp(b.url)) === 0, 'replica B to take A’s verdict on x at its old URL')
+    const health = modelKeys(prefix, 'm', []).health
+    await until(async () => (await inspect.hexists(health, 'x')) === 1, 'replica A to share its verdict on x at its old URL')
+    // B's own check of x at its new URL passes, so it keeps x (the test below).
+    await until(() => setAsideCount(b) >= 1, 'replica B to check x itself and set the verdict aside')
     // A stream on c keeps A's first generation alive past the reload.
     const stream = await fetch(`${a.url}/v1/chat/completions`, {
       method: 'POST',
@@ -105,14 +132,15 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     expect(stream.status).toBe(200)
 
     await a.reload(configFrom(moved(newUrl, FAST_MS)))
-    // The verdict shared before the reload is withdrawn or lapses; one shared since would put x down again.
+    // The verdict shared before the reload lapses (its hash with it); one shared since would be there again.
+    await until(async () => (await inspect.hexists(health, 'x')) === 0, 'the verdict shared before the reload to lapse', 3000)
     await until(async () => (await xUp(a.url)) === 1 && (await xUp(b.url)) === 1, 'x up on both replicas at its new URL', 3000)
     const checked = oldUrlChecks()
     await until(() => oldUrlChecks() >= checked + 3, 'the retiring generation checking the old URL three more times')
 
     expect(await xUp(b.url)).toBe(1)
     expect(await xUp(a.url)).toBe(1)
-    expect(await inspect.hexists(modelKeys(prefix, 'm', []).health, 'x')).toBe(0)
+    expect(await inspect.hexists(health, 'x')).toBe(0)
     release()
     await stream.text()
   })

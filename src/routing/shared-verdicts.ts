@@ -1,0 +1,133 @@
+/**
+ * One replica's side of shared backend health (Redis mode, DESIGN.md
+ * "Shared state"): what it tells the other replicas through the health board
+ * (a backend it found down or ejected, refreshed at every failed check; the
+ * withdrawal when its own check brings the backend back), and what it does
+ * with theirs. A verdict on a backend this replica finds healthy is held only
+ * once this replica's own check, run as the verdict arrives, fails too
+ * (health-state.ts `needsOwnCheck`): a replica that cannot reach a backend
+ * (a partition, a firewall rule, a sidecar) would otherwise take it out on
+ * every replica for as long as that lasts. A held verdict is merged into the
+ * backend's usability (health-state.ts `isUsableWith`) until it lapses or is
+ * withdrawn, or this replica's own check passes after it.
+ */
+import type { Logger } from 'pino'
+import type { Clock } from '../context.js'
+import type { HealthBoard } from '../state/health-board.js'
+import type { Backend } from './backend.js'
+import { isDownBeforeConfirmation, isUsable, needsOwnCheck, verdictLapsesAt, type HealthSettings, type HealthState, type SharedVerdict } from './health-state.js'
+import type { ModelRoute } from './model-route.js'
+
+/** A verdict its replica stopped refreshing (dead, or Redis away) lapses after this many of its health intervals. */
+const VERDICT_INTERVALS = 3
+
+/** What the backend monitor lends: its clock and logger, its checks, its timers, and how it publishes a backend's usability. */
+export interface VerdictHost {
+  readonly clock: Clock
+  readonly logger: Logger
+  readonly board: HealthBoard
+  /** Whether this generation serves new requests (a retired one shares nothing and checks nothing for others). */
+  serving(): boolean
+  stopped(): boolean
+  /** Runs the backend's health check now: true when it passed. */
+  check(route: ModelRoute, backend: Backend): Promise<boolean>
+  /** Sets the backend's gauge and wakes or turns away its model's queue; returns whether the backend is usable. */
+  publish(route: ModelRoute, backend: Backend): boolean
+  after(ms: number, run: () => void): void
+}
+
+export class SharedVerdicts {
+  readonly #host: VerdictHost
+  /** The latest verdict heard on each backend (null: withdrawn): an own check run for an older one decides nothing. */
+  readonly #heard = new WeakMap<Backend, SharedVerdict | null>()
+
+  constructor(host: VerdictHost) {
+    this.#host = host
+  }
+
+  /** Listens for the other replicas' verdicts on the route's backends. */
+  watch(route: ModelRoute): void {
+    this.#host.board.watch(
+      route.name,
+      route.backends.map((b) => b.name),
+      (name, verdict) => {
+        const backend = route.backends.find((b) => b.name === name)
+        if (backend !== undefined) this.#receive(route, backend, verdict)
+      },
+    )
+  }
+
+  /**
+   * Tells the board what this replica's own state says: down or ejected
+   * (again, which refreshes the verdict), or back up after being neither.
+   * A backend down only because it was never seen healthy here is not
+   * shared (health-state.ts `isDownBeforeConfirmation`), and its recovery
+   * clears nothing: the verdict on the board, if any, is another replica's.
+   */
+  share(route: ModelRoute, backend: Backend, before: HealthState, settings: HealthSettings, now: number): void {
+    const after = backend.health
+    if (after === before || !this.#host.serving()) return
+    const shared = (state: HealthState) => !isUsable(state, now) && !isDownBeforeConfirmation(state, settings, now)
+    if (shared(after)) {
+      const expiresAt = Math.max(now + settings.intervalMs * VERDICT_INTERVALS, after.ejectedUntil)
+      this.#host.board.publish(route.name, backend.name, { up: after.up, ejectedUntil: after.ejectedUntil, expiresAt })
+    } else if (isUsable(after, now) && shared(before)) {
+      this.#host.board.clear(route.name, backend.name)
+    }
+  }
+
+  /** A scheduled check passed: a verdict held since before it started no longer holds here. */
+  afterOwnCheck(route: ModelRoute, backend: Backend, heldBefore: SharedVerdict | null, healthy: boolean): void {
+    if (healthy && heldBefore !== null && backend.shared === heldBefore && this.#host.serving()) this.#setAside(route, backend)
+  }
+
+  /**
+   * Another replica's verdict (or its withdrawal) arrived. A withdrawal, or a
+   * verdict on a backend that is out here anyway, applies at once. One on a
+   * backend this replica finds healthy is held only if this replica's own
+   * check, run now, fails too; meanwhile whatever was held stands. A refresh
+   * (the other replica's next failed check) is checked again, so a held
+   * verdict is let go once this replica sees the backend pass.
+   */
+  #receive(route: ModelRoute, backend: Backend, verdict: SharedVerdict | null): void {
+    if (this.#host.stopped()) return
+    this.#heard.set(backend, verdict)
+    if (verdict === null || !this.#host.serving() || !needsOwnCheck(backend.health, verdict, this.#host.clock.now())) return this.#hold(route, backend, verdict)
+    // A refresh of what is held goes on being held, with its new expiry, while it is checked.
+    if (backend.shared !== null) this.#hold(route, backend, verdict)
+    this.#checkVerdict(route, backend, verdict).catch((error: unknown) => {
+      this.#host.logger.error({ err: error, model: route.name, backend: backend.name }, 'acting on a shared verdict failed')
+    })
+  }
+
+  async #checkVerdict(route: ModelRoute, backend: Backend, verdict: SharedVerdict): Promise<void> {
+    const healthy = await this.#host.check(route, backend)
+    // A newer verdict (or its withdrawal) arrived meanwhile: its own check decides.
+    if (this.#host.stopped() || this.#heard.get(backend) !== verdict) return
+    if (healthy) this.#setAside(route, backend)
+    else this.#hold(route, backend, verdict)
+  }
+
+  /** This replica's own check passed after the verdict was heard: its own view wins. */
+  #setAside(route: ModelRoute, backend: Backend): void {
+    this.#host.logger.info({ model: route.name, backend: backend.name }, 'another replica finds this backend down; this replica’s own check passes, so it keeps using it')
+    this.#hold(route, backend, null)
+  }
+
+  /** Merges a verdict (null: none) into the backend's usability, and looks again when it lapses. */
+  #hold(route: ModelRoute, backend: Backend, verdict: SharedVerdict | null): void {
+    const wasUsable = backend.usable(this.#host.clock.now())
+    backend.shared = verdict
+    const usable = this.#host.publish(route, backend)
+    if (usable !== wasUsable) this.#host.logger.warn({ model: route.name, backend: backend.name, up: usable, shared: true }, usable ? 'backend up' : 'backend down')
+    if (verdict !== null) this.#recheckWhenLapsed(route, backend, verdict)
+  }
+
+  /** Publishes again once the verdict has lapsed (timers may fire a little early: check, and wait on if so). */
+  #recheckWhenLapsed(route: ModelRoute, backend: Backend, verdict: SharedVerdict): void {
+    const wait = verdictLapsesAt(verdict) - this.#host.clock.now()
+    if (backend.shared !== verdict) return
+    if (wait > 0) this.#host.after(wait + 1, () => this.#recheckWhenLapsed(route, backend, verdict))
+    else this.#host.publish(route, backend)
+  }
+}
