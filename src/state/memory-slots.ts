@@ -40,8 +40,12 @@ export class MemoryModelSlots implements ModelSlots {
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
     const arrivedAt = this.#clock.now()
     if (this.#queue.size === 0) {
-      const lease = this.#grantNow(request.choose, NO_EXCLUSIONS, arrivedAt)
-      if (lease !== null) return Promise.resolve(lease)
+      try {
+        const lease = this.#grantNow(request.choose, NO_EXCLUSIONS, arrivedAt)
+        if (lease !== null) return Promise.resolve(lease)
+      } catch (error) {
+        return Promise.reject(error)
+      }
     }
     return new Promise<SlotLease>((resolve, reject) => this.#enqueue(request, arrivedAt, resolve, reject))
   }
@@ -114,9 +118,18 @@ export class MemoryModelSlots implements ModelSlots {
     waiter.reject(error)
   }
 
+  /** Grants to the queue's head while there is room; a head whose grant throws fails with the error, and the next one tries. */
   #serveQueue(): void {
     for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
-      const lease = this.#grantNow(head.request.choose, NO_EXCLUSIONS, head.arrivedAt)
+      let lease: SlotLease | null
+      try {
+        lease = this.#grantNow(head.request.choose, NO_EXCLUSIONS, head.arrivedAt)
+      } catch (error) {
+        this.#queue.shift()
+        head.cleanup()
+        head.reject(error)
+        continue
+      }
       if (lease === null) break
       this.#queue.shift()
       head.cleanup()
@@ -131,11 +144,17 @@ export class MemoryModelSlots implements ModelSlots {
     if (room.length === 0) return null
     const backend = choose(room)
     this.#inFlight.set(backend, this.inFlight(backend) + 1)
-    return observedLease({ model, backend, arrivedAt, retry }, this.#clock, this.#observer, () => {
+    try {
+      return observedLease({ model, backend, arrivedAt, retry }, this.#clock, this.#observer, () => {
+        this.#inFlight.set(backend, this.inFlight(backend) - 1)
+        this.#serveQueue()
+        this.#settings.onFreed?.()
+      })
+    } catch (error) {
+      // The slot was never handed over: it is not taken.
       this.#inFlight.set(backend, this.inFlight(backend) - 1)
-      this.#serveQueue()
-      this.#settings.onFreed?.()
-    })
+      throw error
+    }
   }
 
   #refusal(reason: SlotRejection): AdmissionRefused {

@@ -3,11 +3,15 @@
  * (renewed together, one script every TTL/3), its in-flight count per
  * backend, and the shared lease counts as last seen, which let the
  * balancer choose among backends believed to have room before the first
- * round trip (the script checks again).
+ * round trip (the script checks again), and the rounds of choosing when the
+ * script answers that other backends have room.
  */
 import type { RedisLink } from './redis-link.js'
 import type { SlotCalls, SlotReply } from './redis-slot-calls.js'
 import type { ModelSlotSettings, SlotRequest } from './store.js'
+
+/** Rounds of "these backends have room, choose one" before giving up on a race that never ends. */
+const MAX_ROOM_ROUNDS = 8
 
 export class RedisLeases {
   readonly #settings: ModelSlotSettings
@@ -87,6 +91,28 @@ export class RedisLeases {
     const believed = (b: string) => (this.#shared.get(b) ?? 0) + (this.#claiming.get(b) ?? 0)
     const room = backends.filter((b) => usable(b) && !exclude.has(b) && believed(b) < slotsPerBackend)
     return room.length === 0 ? '' : choose(room)
+  }
+
+  /**
+   * Calls `attempt(preferred)` until the answer is not "these backends have
+   * room: choose one" (the balancer then chooses among them), at most a few
+   * rounds (null: other replicas kept taking the chosen slot first). Every
+   * answer is absorbed on the way.
+   */
+  async untilChosen(
+    choose: SlotRequest['choose'],
+    exclude: ReadonlySet<string>,
+    attempt: (preferred: string) => Promise<SlotReply>,
+    wanted: () => boolean = () => true,
+  ): Promise<SlotReply | null> {
+    let preferred = this.prefer(choose, exclude)
+    for (let round = 0; round < MAX_ROOM_ROUNDS; round++) {
+      const reply = await this.claiming(preferred, attempt(preferred))
+      this.#absorb(reply)
+      if (reply.status !== 'room' || !wanted()) return reply
+      preferred = choose(reply.room)
+    }
+    return null
   }
 
   /** Counts `preferred` as being claimed until `call` answers. */

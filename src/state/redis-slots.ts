@@ -28,9 +28,8 @@ import { RedisWaiters, type Waiter } from './redis-waiters.js'
 import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import type { AdmissionObserver, AdmissionRefused, ModelSlots, ModelSlotSettings, SlotLease, SlotRejection, SlotRequest } from './store.js'
 import { observedLease } from './observed-lease.js'
+import { CoalescedRun } from './coalesced-run.js'
 
-/** Rounds of "these backends have room, choose one" before giving up on a race that never ends. */
-const MAX_ROOM_ROUNDS = 8
 const NONE: ReadonlySet<string> = new Set()
 
 export class RedisModelSlots implements ModelSlots {
@@ -41,8 +40,7 @@ export class RedisModelSlots implements ModelSlots {
   readonly #calls: SlotCalls
   readonly #leases: RedisLeases
   readonly #waiters: RedisWaiters
-  #serving = false
-  #serveAgain = false
+  readonly #serving: CoalescedRun
   /** The waiter a claim is out for: the backstop must not call it gone before the claim's answer is read. */
   #claimingFor: string | null = null
   #closed = false
@@ -53,6 +51,7 @@ export class RedisModelSlots implements ModelSlots {
     this.#observer = observer
     this.#link = link
     this.#calls = new SlotCalls(link, settings)
+    this.#serving = new CoalescedRun(() => this.#link.track(this.#serveQueue()))
     this.#leases = new RedisLeases(settings, this.#calls, link, (reply) => this.#absorb(reply))
     const events = {
       leave: (waiter: Waiter, cause: 'aborted' | 'timed_out') => this.#leave(waiter, cause === 'aborted' ? waiter.request.signal.reason : this.#refusal('queue_timeout')),
@@ -73,7 +72,8 @@ export class RedisModelSlots implements ModelSlots {
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
     return new Promise<SlotLease>((resolve, reject) => {
       const waiter = this.#waiters.add(this.#link.newId(), request, this.#clock.now(), this.#settings.maxWaitMs, { resolve, reject })
-      void this.#arrive(waiter)
+      // A throw past the call's own handling fails the request rather than the process.
+      this.#arrive(waiter).catch((error: unknown) => this.#waiters.drop(waiter, error))
     })
   }
 
@@ -82,7 +82,7 @@ export class RedisModelSlots implements ModelSlots {
     const id = this.#link.newId()
     const arrivedAt = this.#clock.now()
     const attempt = (preferred: string) => this.#link.budgeted(this.#calls.acquire(id, 0, preferred, 'try', exclude), (late) => this.#undoArrival(id, late))
-    const reply = await this.#untilChosen(choose, exclude, attempt)
+    const reply = await this.#leases.untilChosen(choose, exclude, attempt)
     return reply?.status === 'granted' ? this.#lease(reply.backend, id, arrivedAt, true) : null
   }
 
@@ -135,7 +135,7 @@ export class RedisModelSlots implements ModelSlots {
       this.#link.budgeted(this.#calls.acquire(waiter.id, waiter.priority, preferred, mode, NONE), (late) => this.#undoArrival(waiter.id, late))
     let reply: SlotReply | null
     try {
-      reply = await this.#untilChosen(waiter.request.choose, NONE, attempt, () => waiter.phase === 'calling')
+      reply = await this.#leases.untilChosen(waiter.request.choose, NONE, attempt, () => waiter.phase === 'calling')
     } catch (error) {
       this.#waiters.drop(waiter, error instanceof RedisUnavailable ? error : new RedisUnavailable(String(error)))
       return
@@ -152,27 +152,6 @@ export class RedisModelSlots implements ModelSlots {
     else this.#waiters.drop(waiter, this.#refusal('queue_full'))
   }
 
-  /**
-   * Calls `attempt(preferred)` until the answer is not "these backends have
-   * room: choose one" (the balancer then chooses among them), at most a few
-   * rounds (null: other replicas kept taking the chosen slot first).
-   */
-  async #untilChosen(
-    choose: SlotRequest['choose'],
-    exclude: ReadonlySet<string>,
-    attempt: (preferred: string) => Promise<SlotReply>,
-    wanted: () => boolean = () => true,
-  ): Promise<SlotReply | null> {
-    let preferred = this.#leases.prefer(choose, exclude)
-    for (let round = 0; round < MAX_ROOM_ROUNDS; round++) {
-      const reply = await this.#leases.claiming(preferred, attempt(preferred))
-      this.#absorb(reply)
-      if (reply.status !== 'room' || !wanted()) return reply
-      preferred = choose(reply.room)
-    }
-    return null
-  }
-
   /** An arrival whose answer nobody waits for any more: gives back what it got. */
   #undoArrival(id: string, reply: SlotReply): void {
     if (reply.status === 'granted') this.#fire(this.#calls.release(id, reply.backend))
@@ -180,8 +159,23 @@ export class RedisModelSlots implements ModelSlots {
     if (reply.evicted !== undefined) this.#evicted(reply.evicted)
   }
 
+  /**
+   * Hands the slot over. Should that throw (the lease's bookkeeping, the
+   * observer), the waiter fails with the error and the slot goes back:
+   * otherwise the request would never settle and its lease, already in this
+   * replica's list, would be renewed for as long as the process runs.
+   */
   #grant(waiter: Waiter, backend: string): void {
-    if (this.#waiters.grant(waiter)) waiter.resolve(this.#lease(backend, waiter.id, waiter.arrivedAt))
+    if (!this.#waiters.grant(waiter)) return
+    let lease: SlotLease
+    try {
+      lease = this.#lease(backend, waiter.id, waiter.arrivedAt)
+    } catch (error) {
+      this.#leases.remove(waiter.id)
+      this.#fire(this.#calls.release(waiter.id, backend))
+      return waiter.reject(error)
+    }
+    waiter.resolve(lease)
   }
 
   /** Abort or timeout: a queued entry leaves Redis too (a calling one is undone when its answer comes). */
@@ -237,18 +231,7 @@ export class RedisModelSlots implements ModelSlots {
 
   /** Claims slots for this replica's best waiters while they are the global head and a backend has room. */
   #serve(): void {
-    if (this.#closed || this.#waiters.depth === 0) return
-    if (this.#serving) {
-      this.#serveAgain = true
-      return
-    }
-    this.#serving = true
-    void this.#link.track(this.#serveQueue()).finally(() => {
-      this.#serving = false
-      if (!this.#serveAgain) return
-      this.#serveAgain = false
-      this.#serve()
-    })
+    if (!this.#closed && this.#waiters.depth > 0) this.#serving.request()
   }
 
   async #serveQueue(): Promise<void> {
@@ -262,7 +245,7 @@ export class RedisModelSlots implements ModelSlots {
     let reply: SlotReply | null
     this.#claimingFor = head.id
     try {
-      reply = await this.#untilChosen(head.request.choose, NONE, (preferred) => this.#calls.claim(head.id, preferred), () => head.phase === 'queued')
+      reply = await this.#leases.untilChosen(head.request.choose, NONE, (preferred) => this.#calls.claim(head.id, preferred), () => head.phase === 'queued')
     } catch {
       return false
     } finally {
