@@ -31,6 +31,9 @@ export const MAX_BUFFERED_BYTES = 64 * 1024 * 1024
 /** Retries of a full pipe in the flush at exit, 100 ms each: a stuck reader delays the exit by 2 s at most. */
 const EXIT_FLUSH_RETRIES = 20
 
+/** The destination, and a way to wait until what was logged is out. */
+export type LogDestination = DestinationStream & { flush(cb?: (error?: Error) => void): void }
+
 export interface LogDestinationOptions {
   readonly fd?: number
   readonly maxBufferedBytes?: number
@@ -40,7 +43,7 @@ export interface LogDestinationOptions {
   readonly now?: () => number
 }
 
-export function asyncStdout(options: LogDestinationOptions = {}): DestinationStream {
+export function asyncStdout(options: LogDestinationOptions = {}): LogDestination {
   const { fd = 1, maxBufferedBytes = MAX_BUFFERED_BYTES, reportEveryMs = 10_000, now = Date.now } = options
   const report = options.report ?? ((line: string) => process.stderr.write(line))
   let exiting = false
@@ -73,8 +76,28 @@ export function asyncStdout(options: LogDestinationOptions = {}): DestinationStr
   return destination
 }
 
+/**
+ * Resolves once every line logged so far has been written, or after
+ * `withinMs` (a reader that takes no more must not hold the exit). Awaited
+ * before process.exit: the flush at exit writes synchronously, and a write
+ * still in flight on a worker thread (stdout a pipe that was full) would
+ * land after it, the last lines before the exit first and earlier ones
+ * after them (a flaky lifecycle test showed it).
+ */
+export function written(destination: LogDestination, withinMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, withinMs)
+    timer.unref()
+    destination.flush(() => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
+}
+
 /** After a write failed for good: every later line is discarded at once. */
 function stopWriting(destination: SonicBoom): void {
   destination.write = () => true
   destination.flushSync = () => undefined
+  destination.flush = (cb?: (error?: Error) => void) => cb?.()
 }

@@ -10,7 +10,7 @@ import { runCheck } from './check.js'
 import { runHashSecret } from './hash-secret.js'
 import { ConfigError, loadConfigFile } from '../config/load.js'
 import { createLogger } from '../logger.js'
-import { asyncStdout } from '../log-destination.js'
+import { asyncStdout, written } from '../log-destination.js'
 import { StartError, startGateway, type RunningGateway } from '../server.js'
 import type { Logger } from 'pino'
 import { formatIssue } from '../schemas/validation-issue.js'
@@ -23,6 +23,8 @@ export interface SighupRelay {
 }
 
 const DEFAULT_CONFIG = 'config/gateway.yaml'
+/** Longest the exit waits for the log lines still being written (a stuck reader of stdout must not hold it). */
+const EXIT_LOG_WAIT_MS = 2000
 
 async function main(sighup: SighupRelay): Promise<number> {
   const args = parseArguments(process.argv.slice(2), process.env)
@@ -35,7 +37,9 @@ async function main(sighup: SighupRelay): Promise<number> {
   if (args.command === 'check') return runCheck(configFile, process.env)
 
   const config = await loadConfigFile(configFile, process.env)
-  const logger = createLogger(config.log.level, asyncStdout())
+  const destination = asyncStdout()
+  const logger = createLogger(config.log.level, destination)
+  const exit = (code: number) => void written(destination, EXIT_LOG_WAIT_MS).then(() => process.exit(code))
   logNodeWarnings(logger)
   // Reloads are ignored until the gateway is up (main.ts has listened since the process started).
   let gateway: RunningGateway | null = null
@@ -61,11 +65,11 @@ async function main(sighup: SighupRelay): Promise<number> {
     running.shutdown().then(
       () => {
         logger.info('stopped')
-        process.exit(0)
+        exit(0)
       },
       (error: unknown) => {
         logger.error({ err: error }, 'shutdown failed')
-        process.exit(1)
+        exit(1)
       },
     )
   }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import type { DestinationStream } from 'pino'
 import { describe, expect, it } from 'vitest'
-import { asyncStdout } from '../../src/log-destination.js'
+import { asyncStdout, written } from '../../src/log-destination.js'
 import { createLogger } from '../../src/logger.js'
 import { cleanupsAfterEach } from '../support/cleanups.js'
 
@@ -99,4 +99,50 @@ describe('asyncStdout', () => {
     const [code] = (await once(child, 'exit')) as [number | null]
     expect(code, stderr).toBe(0)
   }, 10_000)
+
+  // The exit waits for this (src/cli/serve.ts): process.exit's synchronous flush could otherwise
+  // overtake a write still in flight, and the lines before the exit came out of order.
+  it('written() resolves once every line logged so far is out, not before', async () => {
+    const { reader, writer } = stuckPipe()
+    const destination = asyncStdout({ fd: writer, report: () => expect.unreachable('nothing should be dropped') })
+    cleanups.push(() => stop(destination))
+    const line = 'x'.repeat(200)
+    // Well past the pipe's 64 KiB: most of it waits in the destination until the test reads.
+    for (let i = 0; i < 2000; i++) destination.write(`${JSON.stringify({ i, line })}\n`)
+    let out = false
+    const waiting = written(destination, 60_000).then(() => (out = true))
+    let bytes = 0
+    const buffer = Buffer.alloc(65536)
+    const readAvailable = (): void => {
+      for (;;) {
+        try {
+          const n = readSync(reader, buffer)
+          if (n === 0) return
+          bytes += n
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === 'EAGAIN') return
+          throw error
+        }
+      }
+    }
+    // Room for the destination one pipeful at a time, each after an event-loop turn.
+    while (!out) {
+      await new Promise<void>((resolve) => setImmediate(resolve))
+      if (!out) readAvailable()
+    }
+    await waiting
+    // Read without yielding: only what was in the pipe when written() resolved. Had it resolved
+    // early, the rest would still be in the destination, which writes again only from the event loop.
+    readAvailable()
+    const expected = Array.from({ length: 2000 }, (_, i) => `${JSON.stringify({ i, line })}\n`).join('')
+    expect(bytes).toBe(Buffer.byteLength(expected))
+  }, 20_000)
+
+  it('written() gives up after its bound when the reader takes no more', async () => {
+    const { writer } = stuckPipe()
+    const destination = asyncStdout({ fd: writer, report: () => undefined })
+    cleanups.push(() => stop(destination))
+    for (let i = 0; i < 2000; i++) destination.write(`${JSON.stringify({ i, line: 'x'.repeat(200) })}\n`)
+    await written(destination, 100)
+  })
 })
