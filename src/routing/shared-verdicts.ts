@@ -40,6 +40,10 @@ export class SharedVerdicts {
   readonly #host: VerdictHost
   /** The latest verdict heard on each backend (null: withdrawn): an own check run for an older one decides nothing. */
   readonly #heard = new WeakMap<Backend, SharedVerdict | null>()
+  /** Backends with an own check of theirs for a verdict in flight. */
+  readonly #checking = new WeakSet<Backend>()
+  /** Backends whose verdicts this replica is setting aside, one refresh after another (logged once). */
+  readonly #settingAside = new WeakSet<Backend>()
 
   constructor(host: VerdictHost) {
     this.#host = host
@@ -76,46 +80,90 @@ export class SharedVerdicts {
     }
   }
 
-  /** A scheduled check passed: a verdict held since before it started no longer holds here. */
+  /**
+   * A scheduled check passed: a verdict held since before it started no
+   * longer holds here. One held while it ran (at once, the backend then not
+   * yet confirmed here: a start, a backend a reload added) is checked now.
+   */
   afterOwnCheck(route: ModelRoute, backend: Backend, heldBefore: SharedVerdict | null, healthy: boolean): void {
-    if (healthy && heldBefore !== null && backend.shared === heldBefore && this.#host.serving()) this.#setAside(route, backend)
+    const held = backend.shared
+    if (!healthy || held === null || !this.#host.serving()) return
+    if (held === heldBefore) this.#setAside(route, backend)
+    else if (needsOwnCheck(backend.health, held, this.#host.clock.now())) this.#check(route, backend)
   }
 
   /**
    * Another replica's verdict (or its withdrawal) arrived. A withdrawal, or a
    * verdict on a backend that is out here anyway, applies at once. One on a
    * backend this replica finds healthy is held only if this replica's own
-   * check, run now, fails too; meanwhile whatever was held stands. A refresh
-   * (the other replica's next failed check) is checked again, so a held
-   * verdict is let go once this replica sees the backend pass.
+   * check fails too; meanwhile whatever was held stands (a refresh of a
+   * verdict in force takes its place, with its new expiry). Each refresh is
+   * checked again, so a held verdict is let go once the backend passes here.
    */
   #receive(route: ModelRoute, backend: Backend, verdict: SharedVerdict | null): void {
     if (this.#host.stopped()) return
     this.#heard.set(backend, verdict)
-    if (verdict === null || !this.#host.serving() || !needsOwnCheck(backend.health, verdict, this.#host.clock.now())) return this.#hold(route, backend, verdict)
-    // A refresh of what is held goes on being held, with its new expiry, while it is checked.
-    if (backend.shared !== null) this.#hold(route, backend, verdict)
-    this.#checkVerdict(route, backend, verdict).catch((error: unknown) => {
-      this.#host.logger.error({ err: error, model: route.name, backend: backend.name }, 'acting on a shared verdict failed')
-    })
+    const now = this.#host.clock.now()
+    if (verdict === null || !this.#host.serving() || !needsOwnCheck(backend.health, verdict, now)) return this.#hold(route, backend, verdict)
+    if (backend.shared !== null && now < verdictLapsesAt(backend.shared)) this.#hold(route, backend, verdict)
+    this.#check(route, backend)
   }
 
-  async #checkVerdict(route: ModelRoute, backend: Backend, verdict: SharedVerdict): Promise<void> {
-    const healthy = await this.#host.check(route, backend)
-    // A newer verdict (or its withdrawal) arrived meanwhile: its own check decides.
-    if (this.#host.stopped() || this.#heard.get(backend) !== verdict) return
-    if (healthy) this.#setAside(route, backend)
-    else this.#hold(route, backend, verdict)
+  /**
+   * Checks the backend for the latest verdict heard, one check at a time:
+   * refreshes from several replicas come faster than a check of a backend
+   * that hangs can time out, and each check was overtaken by the next.
+   */
+  #check(route: ModelRoute, backend: Backend): void {
+    if (this.#checking.has(backend)) return
+    this.#checking.add(backend)
+    const checkedFor = this.#heard.get(backend)
+    this.#host
+      .check(route, backend)
+      .then((healthy) => {
+        this.#checking.delete(backend)
+        this.#afterCheck(route, backend, checkedFor, healthy)
+      })
+      .catch((error: unknown) => {
+        this.#host.logger.error({ err: error, model: route.name, backend: backend.name }, 'acting on a shared verdict failed')
+      })
   }
 
-  /** This replica's own check passed after the verdict was heard: its own view wins. */
+  /** A failed check holds the latest verdict; a passed one sets it aside, or checks again for one heard meanwhile. */
+  #afterCheck(route: ModelRoute, backend: Backend, checkedFor: SharedVerdict | null | undefined, healthy: boolean): void {
+    const latest = this.#heard.get(backend)
+    if (this.#host.stopped() || latest === undefined || latest === null) return
+    if (!healthy) {
+      if (backend.shared !== latest) this.#hold(route, backend, latest)
+    } else if (latest === checkedFor) {
+      this.#setAside(route, backend)
+    } else if (needsOwnCheck(backend.health, latest, this.#host.clock.now())) {
+      this.#check(route, backend)
+    } else {
+      this.#hold(route, backend, latest)
+    }
+  }
+
+  /**
+   * This replica's own check passed after the verdict was heard: its own
+   * view wins. Said at info when a held verdict is let go or a run of them
+   * starts being set aside; each further refresh of the run (one per health
+   * interval of the replica that cannot reach the backend) at debug.
+   */
   #setAside(route: ModelRoute, backend: Backend): void {
-    this.#host.logger.info({ model: route.name, backend: backend.name }, 'another replica finds this backend down; this replica’s own check passes, so it keeps using it')
-    this.#hold(route, backend, null)
+    const letGo = backend.shared !== null
+    const fields = { model: route.name, backend: backend.name }
+    const message = 'another replica finds this backend down; this replica’s own check passes, so it keeps using it'
+    if (letGo || !this.#settingAside.has(backend)) this.#host.logger.info(fields, message)
+    else this.#host.logger.debug(fields, message)
+    this.#settingAside.add(backend)
+    if (letGo) this.#hold(route, backend, null)
   }
 
   /** Merges a verdict (null: none) into the backend's usability, and looks again when it lapses. */
   #hold(route: ModelRoute, backend: Backend, verdict: SharedVerdict | null): void {
+    // Held or withdrawn: a later set-aside starts a new run.
+    if (verdict !== null || this.#heard.get(backend) === null) this.#settingAside.delete(backend)
     const wasUsable = backend.usable(this.#host.clock.now())
     backend.shared = verdict
     const usable = this.#host.publish(route, backend)

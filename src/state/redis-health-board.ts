@@ -8,6 +8,11 @@
  *
  * Redis unreachable: nothing is written, verdicts held are dropped, and each
  * replica goes by its own checks (no error reaches a request).
+ *
+ * A verdict names its replica (`by`, the connection's replica id), and a
+ * replica does not hear its own: one that found a backend down, and then
+ * saw it recover, took its own echoed verdict for another replica's.
+ * Replicas of an older release ignore the field.
  */
 import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
@@ -41,8 +46,9 @@ export class RedisHealthBoard implements HealthBoard {
 
   publish(model: string, backend: string, verdict: SharedVerdict): void {
     const keepMs = Math.max(1, Math.ceil(verdict.expiresAt - this.#clock.now()))
-    const message = JSON.stringify({ backend, verdict })
-    this.#call(model, 'sluiceHealthPublish', this.#keysOf(model), [backend, JSON.stringify(verdict), keepMs, message])
+    const signed = { ...verdict, by: this.#link.replicaId }
+    const message = JSON.stringify({ backend, verdict: signed })
+    this.#call(model, 'sluiceHealthPublish', this.#keysOf(model), [backend, JSON.stringify(signed), keepMs, message])
   }
 
   clear(model: string, backend: string): void {
@@ -53,7 +59,7 @@ export class RedisHealthBoard implements HealthBoard {
     const watched: Watched = { keys: this.#keysOf(model), backends, onVerdict }
     this.#watched.set(model, watched)
     this.#link.subscribe(watched.keys[1], (raw) => {
-      const message = parseMessage(raw)
+      const message = parseMessage(raw, this.#link.replicaId)
       if (message !== null && backends.includes(message.backend)) onVerdict(message.backend, message.verdict)
     })
     if (this.#link.up()) void this.#read(model, watched)
@@ -92,7 +98,7 @@ export class RedisHealthBoard implements HealthBoard {
     if (this.#watched.get(model) !== watched || !Array.isArray(flat)) return
     const found = new Map<string, SharedVerdict>()
     for (let i = 0; i + 1 < flat.length; i += 2) {
-      const verdict = parseVerdict(flat[i + 1])
+      const verdict = parseVerdict(flat[i + 1], this.#link.replicaId)
       if (typeof flat[i] === 'string' && verdict !== null) found.set(flat[i] as string, verdict)
     }
     for (const backend of watched.backends) watched.onVerdict(backend, found.get(backend) ?? null)
@@ -103,30 +109,39 @@ export class RedisHealthBoard implements HealthBoard {
   }
 }
 
-function parseMessage(raw: string): { backend: string; verdict: SharedVerdict | null } | null {
+/**
+ * A change announced on the channel (null: unreadable). This replica's own
+ * verdict reads as none: it replaced whatever another replica's was.
+ */
+function parseMessage(raw: string, self: string): { backend: string; verdict: SharedVerdict | null } | null {
   try {
     const data = JSON.parse(raw) as { backend?: unknown; verdict?: unknown }
     if (typeof data.backend !== 'string') return null
-    if (data.verdict === null) return { backend: data.backend, verdict: null }
-    const verdict = verdictFrom(data.verdict)
+    if (data.verdict === null || isOwn(data.verdict, self)) return { backend: data.backend, verdict: null }
+    const verdict = verdictFrom(data.verdict, self)
     return verdict === null ? null : { backend: data.backend, verdict }
   } catch {
     return null
   }
 }
 
-function parseVerdict(raw: unknown): SharedVerdict | null {
+/** A verdict in the hash (null: unreadable, or this replica's own: no other replica's verdict stands there). */
+function parseVerdict(raw: unknown, self: string): SharedVerdict | null {
   if (typeof raw !== 'string') return null
   try {
-    return verdictFrom(JSON.parse(raw))
+    return verdictFrom(JSON.parse(raw), self)
   } catch {
     return null
   }
 }
 
-function verdictFrom(data: unknown): SharedVerdict | null {
+function isOwn(data: unknown, self: string): boolean {
+  return typeof data === 'object' && data !== null && (data as Record<string, unknown>).by === self
+}
+
+function verdictFrom(data: unknown, self: string): SharedVerdict | null {
   if (typeof data !== 'object' || data === null) return null
-  const { up, ejectedUntil, expiresAt } = data as Record<string, unknown>
-  if (typeof up !== 'boolean' || typeof ejectedUntil !== 'number' || typeof expiresAt !== 'number') return null
+  const { up, ejectedUntil, expiresAt, by } = data as Record<string, unknown>
+  if (typeof up !== 'boolean' || typeof ejectedUntil !== 'number' || typeof expiresAt !== 'number' || by === self) return null
   return { up, ejectedUntil, expiresAt }
 }

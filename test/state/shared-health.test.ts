@@ -70,6 +70,9 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     await until(async () => (await backendUp(b.url)) === 1, 'replica B to follow')
     expect(await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')).toBe(0)
     expect((await chat(b)).status).toBe(200)
+    // Regression (review): A heard its own verdict back, held it, and on recovering logged that
+    // another replica finds b1 down.
+    expect(setAsideCount(a)).toBe(0)
   })
 
   // Regression: replica A could not reach b1 (here: A's b1 is a closed port, B's a live stand-in, as
@@ -80,7 +83,8 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     const unreachable = await cleanups.standIn()
     unreachable.options.fail = 'status500'
     const prefix = uniquePrefix('health')
-    const b = await gateway(config(prefix, live, SLOW_MS))
+    // At debug: each refresh set aside after the first is a debug line.
+    const b = await gateway({ ...config(prefix, live, SLOW_MS), log: { level: 'debug' } })
     const a = await cleanups.redisGateway(config(prefix, unreachable, FAST_MS), { callBudgetMs: 1000 })
     await until(async () => (await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')) === 1, 'replica A to share its verdict')
     await until(() => setAsideCount(b) >= 1, 'replica B to check b1 itself and set the verdict aside')
@@ -89,6 +93,7 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     expect((await chat(b)).status).toBe(200)
     // A's next failed checks refresh the verdict; B checks each refresh and keeps b1.
     await until(() => setAsideCount(b) >= 3, 'replica B to check two refreshes')
+    expect(b.logLines().filter((line) => String(line.msg).startsWith('another replica finds') && line.level === 30)).toHaveLength(1)
     expect(await backendUp(b.url)).toBe(1)
   })
 

@@ -45,7 +45,7 @@ export async function startTestGateway(object: Record<string, unknown>): Promise
       done()
     },
   })
-  const gateway = await startGateway(config, createLogger('info', sink))
+  const gateway = await startGateway(config, createLogger(config.log.level, sink))
   // Object.assign keeps the gateway's getters (its context follows reloads).
   return Object.assign(gateway, {
     logText: () => chunks.join(''),

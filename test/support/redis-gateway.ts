@@ -24,7 +24,7 @@ export async function startRedisTestGateway(object: Record<string, unknown>, red
       done()
     },
   })
-  const gateway = await startGateway(config, createLogger('info', sink), { redisTimings })
+  const gateway = await startGateway(config, createLogger(config.log.level, sink), { redisTimings })
   const logText = () => chunks.join('')
   return {
     ...gateway,
