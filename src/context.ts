@@ -72,6 +72,12 @@ export interface ContextOverrides {
   readonly healthFrom?: readonly ReadonlyMap<string, ModelRoute>[]
   /** The bodies of waiting requests, counted across generations (one count per process). [a count of its own] */
   readonly queuedBodies?: QueuedBodies
+  /**
+   * Who signs this gateway's shared health verdicts (Redis mode), the same
+   * for all its generations: a new one must not take its predecessor's
+   * verdict for another replica's. [one of its own]
+   */
+  readonly healthSigner?: string
 }
 
 export function buildContext(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): GatewayContext {
@@ -102,6 +108,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
       peers: overrides.slotPeers,
       keysFrom: overrides.keysFrom,
       bodyBudget: (overrides.queuedBodies ?? new QueuedBodies()).budget(config.server.queued_body_limit_bytes),
+      healthSigner: overrides.healthSigner,
     })
   const stopCountingQueues = metrics.queueDepths.add(() => [...models.keys()].map((model) => [model, state.slots.get(model)?.queueDepth() ?? 0] as const))
   const board = state.healthBoard ?? LOCAL_HEALTH_BOARD

@@ -10,6 +10,7 @@
  *   streams finish within the grace period, then end the rest with
  *   `shutting_down` and close what still cannot end CUT_OFF_FLUSH_MS later.
  */
+import { randomBytes } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import type { GatewayConfig } from './config/resolve.js'
@@ -45,6 +46,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   const metrics = overrides.metrics ?? createMetrics()
   // One count of waiting requests' bodies for the process: a reload's generations share the limit's room.
   const queuedBodies = overrides.queuedBodies ?? new QueuedBodies()
+  // Its generations sign shared health verdicts alike (each has its own Redis link and replica id).
+  const healthSigner = overrides.healthSigner ?? randomBytes(6).toString('hex')
   const retiring = new Set<Generation>()
   // Every generation still answering requests: they count each other's slots (generation-peers.ts).
   let live: readonly Generation[] = []
@@ -55,7 +58,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     const healthFrom = live.map((generation) => generation.context.models)
     // Key limits carry over too: a reload must not refill a key's buckets or forget its running requests.
     const keysFrom = live[0]?.context.state.keys
-    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers, healthFrom, keysFrom, queuedBodies })
+    self = await startGeneration(next, logger, { ...overrides, metrics, slotPeers, healthFrom, keysFrom, queuedBodies, healthSigner })
     return self
   }
   let current = await start(config)

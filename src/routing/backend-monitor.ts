@@ -160,13 +160,13 @@ export class BackendMonitor {
   async #probeLoop(route: ModelRoute, backend: Backend): Promise<void> {
     if (this.#stopped) return
     const startedAt = this.#clock.now()
-    const heldBefore = backend.shared
+    const ticket = this.#verdicts.checkStarting()
     const [healthy] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
     // Stopped meanwhile (the probe was aborted, not failed): a retired generation must not
     // publish a verdict into the gauge the serving one shares.
     if (this.#stopped) return
     this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)))
-    this.#verdicts.afterOwnCheck(route, backend, heldBefore, healthy)
+    this.#verdicts.afterOwnCheck(route, backend, ticket, healthy)
     this.#after(nextProbeIn(route.settings.health.interval_ms, this.#clock.now() - startedAt), () => this.#probe(route, backend))
   }
 

@@ -38,12 +38,16 @@ export interface VerdictHost {
 
 export class SharedVerdicts {
   readonly #host: VerdictHost
-  /** The latest verdict heard on each backend (null: withdrawn): an own check run for an older one decides nothing. */
+  /** The latest verdict heard on each backend (null: withdrawn). */
   readonly #heard = new WeakMap<Backend, SharedVerdict | null>()
   /** Backends with an own check of theirs for a verdict in flight. */
   readonly #checking = new WeakSet<Backend>()
-  /** Backends whose verdicts this replica is setting aside, one refresh after another (logged once). */
-  readonly #settingAside = new WeakSet<Backend>()
+  /** Orders check starts and holds: a passed check lets a verdict go only if it started after the hold began. */
+  #tick = 0
+  /** When (in ticks) each backend's verdict began to be held; refreshes of a held verdict keep it. */
+  readonly #heldSince = new WeakMap<Backend, number>()
+  /** The last verdict set aside on each backend in the current run (logged once, at its start). */
+  readonly #lastSetAside = new WeakMap<Backend, SharedVerdict>()
 
   constructor(host: VerdictHost) {
     this.#host = host
@@ -80,15 +84,20 @@ export class SharedVerdicts {
     }
   }
 
+  /** A scheduled check is starting: what it hands `afterOwnCheck` when it ends. */
+  checkStarting(): number {
+    return ++this.#tick
+  }
+
   /**
    * A scheduled check passed: a verdict held since before it started no
-   * longer holds here. One held while it ran (at once, the backend then not
-   * yet confirmed here: a start, a backend a reload added) is checked now.
+   * longer holds here. One held since it started (at once, the backend then
+   * not yet confirmed here: a start, a backend a reload added) is checked now.
    */
-  afterOwnCheck(route: ModelRoute, backend: Backend, heldBefore: SharedVerdict | null, healthy: boolean): void {
+  afterOwnCheck(route: ModelRoute, backend: Backend, started: number, healthy: boolean): void {
     const held = backend.shared
     if (!healthy || held === null || !this.#host.serving()) return
-    if (held === heldBefore) this.#setAside(route, backend)
+    if (started > (this.#heldSince.get(backend) ?? 0)) this.#setAside(route, backend)
     else if (needsOwnCheck(backend.health, held, this.#host.clock.now())) this.#check(route, backend)
   }
 
@@ -105,7 +114,7 @@ export class SharedVerdicts {
     this.#heard.set(backend, verdict)
     const now = this.#host.clock.now()
     if (verdict === null || !this.#host.serving() || !needsOwnCheck(backend.health, verdict, now)) return this.#hold(route, backend, verdict)
-    if (backend.shared !== null && now < verdictLapsesAt(backend.shared)) this.#hold(route, backend, verdict)
+    if (inForce(backend.shared, now)) this.#hold(route, backend, verdict)
     this.#check(route, backend)
   }
 
@@ -117,54 +126,66 @@ export class SharedVerdicts {
   #check(route: ModelRoute, backend: Backend): void {
     if (this.#checking.has(backend)) return
     this.#checking.add(backend)
-    const checkedFor = this.#heard.get(backend)
+    const started = ++this.#tick
+    const settle = (healthy: boolean) => {
+      this.#checking.delete(backend)
+      this.#afterCheck(route, backend, started, healthy)
+    }
     this.#host
       .check(route, backend)
-      .then((healthy) => {
-        this.#checking.delete(backend)
-        this.#afterCheck(route, backend, checkedFor, healthy)
-      })
+      .then(settle, () => settle(false))
       .catch((error: unknown) => {
         this.#host.logger.error({ err: error, model: route.name, backend: backend.name }, 'acting on a shared verdict failed')
       })
   }
 
-  /** A failed check holds the latest verdict; a passed one sets it aside, or checks again for one heard meanwhile. */
-  #afterCheck(route: ModelRoute, backend: Backend, checkedFor: SharedVerdict | null | undefined, healthy: boolean): void {
+  /**
+   * A failed check holds the latest verdict heard. A passed one sets it
+   * aside, and lets a held one go if it started after the hold began (a
+   * refresh heard meanwhile changes nothing: refreshes from several replicas
+   * may come faster than any check answers).
+   */
+  #afterCheck(route: ModelRoute, backend: Backend, started: number, healthy: boolean): void {
     const latest = this.#heard.get(backend)
     if (this.#host.stopped() || latest === undefined || latest === null) return
     if (!healthy) {
       if (backend.shared !== latest) this.#hold(route, backend, latest)
-    } else if (latest === checkedFor) {
+    } else if (started > (this.#heldSince.get(backend) ?? 0)) {
       this.#setAside(route, backend)
     } else if (needsOwnCheck(backend.health, latest, this.#host.clock.now())) {
+      // Held after this check began (at once, the backend not confirmed then): one more.
       this.#check(route, backend)
-    } else {
-      this.#hold(route, backend, latest)
     }
   }
 
   /**
    * This replica's own check passed after the verdict was heard: its own
-   * view wins. Said at info when a held verdict is let go or a run of them
-   * starts being set aside; each further refresh of the run (one per health
-   * interval of the replica that cannot reach the backend) at debug.
+   * view wins. Said at info when a held verdict is let go or a run of
+   * set-asides starts (the first, or the first since the last one lapsed);
+   * each further refresh of the run (one per health interval of the replica
+   * that cannot reach the backend) at debug.
    */
   #setAside(route: ModelRoute, backend: Backend): void {
-    const letGo = backend.shared !== null
+    const now = this.#host.clock.now()
+    const letGo = inForce(backend.shared, now)
+    const last = this.#lastSetAside.get(backend)
     const fields = { model: route.name, backend: backend.name }
     const message = 'another replica finds this backend down; this replica’s own check passes, so it keeps using it'
-    if (letGo || !this.#settingAside.has(backend)) this.#host.logger.info(fields, message)
+    if (letGo || !inForce(last ?? null, now)) this.#host.logger.info(fields, message)
     else this.#host.logger.debug(fields, message)
-    this.#settingAside.add(backend)
-    if (letGo) this.#hold(route, backend, null)
+    const latest = this.#heard.get(backend)
+    if (latest) this.#lastSetAside.set(backend, latest)
+    if (backend.shared !== null) this.#hold(route, backend, null)
   }
 
   /** Merges a verdict (null: none) into the backend's usability, and looks again when it lapses. */
   #hold(route: ModelRoute, backend: Backend, verdict: SharedVerdict | null): void {
+    const now = this.#host.clock.now()
+    if (verdict === null) this.#heldSince.delete(backend)
+    else if (!inForce(backend.shared, now)) this.#heldSince.set(backend, ++this.#tick)
     // Held or withdrawn: a later set-aside starts a new run.
-    if (verdict !== null || this.#heard.get(backend) === null) this.#settingAside.delete(backend)
-    const wasUsable = backend.usable(this.#host.clock.now())
+    if (verdict !== null || this.#heard.get(backend) === null) this.#lastSetAside.delete(backend)
+    const wasUsable = backend.usable(now)
     backend.shared = verdict
     const usable = this.#host.publish(route, backend)
     if (usable !== wasUsable) this.#host.logger.warn({ model: route.name, backend: backend.name, up: usable, shared: true }, usable ? 'backend up' : 'backend down')
@@ -178,4 +199,8 @@ export class SharedVerdicts {
     if (wait > 0) this.#host.after(wait + 1, () => this.#recheckWhenLapsed(route, backend, verdict))
     else this.#host.publish(route, backend)
   }
+}
+
+function inForce(verdict: SharedVerdict | null, now: number): boolean {
+  return verdict !== null && now < verdictLapsesAt(verdict)
 }

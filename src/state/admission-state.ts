@@ -34,6 +34,8 @@ export interface AdmissionDeps {
   readonly keysFrom?: KeyLimiter
   /** The bodies of waiting requests, counted across models and generations. [not counted] */
   readonly bodyBudget?: BodyBudget
+  /** Who signs the shared health verdicts: one per gateway, across its generations (Redis mode). [one of its own] */
+  readonly healthSigner?: string
 }
 
 export function buildAdmissionState(config: GatewayConfig, deps: AdmissionDeps): AdmissionState {

@@ -9,10 +9,11 @@
  * Redis unreachable: nothing is written, verdicts held are dropped, and each
  * replica goes by its own checks (no error reaches a request).
  *
- * A verdict names its replica (`by`, the connection's replica id), and a
- * replica does not hear its own: one that found a backend down, and then
- * saw it recover, took its own echoed verdict for another replica's.
- * Replicas of an older release ignore the field.
+ * A verdict names its gateway (`by`, the same for all of a gateway's
+ * generations: server.ts), and a gateway does not hear its own: one that
+ * found a backend down, and then saw it recover, took its own echoed
+ * verdict for another replica's, and so did a reload's new generation with
+ * its predecessor's. Replicas of an older release ignore the field.
  */
 import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
@@ -33,12 +34,15 @@ export class RedisHealthBoard implements HealthBoard {
   readonly #link: RedisLink
   readonly #clock: Clock
   readonly #logger: Logger
+  /** What this gateway's verdicts carry as `by`: the same for all its generations. */
+  readonly #signer: string
   readonly #watched = new Map<string, Watched>()
 
-  constructor(link: RedisLink, clock: Clock, logger: Logger) {
+  constructor(link: RedisLink, clock: Clock, logger: Logger, signer: string) {
     this.#link = link
     this.#clock = clock
     this.#logger = logger
+    this.#signer = signer
     link.on('up', this.#readAll)
     link.on('resync', this.#readAll)
     link.on('down', this.#forgetAll)
@@ -46,7 +50,7 @@ export class RedisHealthBoard implements HealthBoard {
 
   publish(model: string, backend: string, verdict: SharedVerdict): void {
     const keepMs = Math.max(1, Math.ceil(verdict.expiresAt - this.#clock.now()))
-    const signed = { ...verdict, by: this.#link.replicaId }
+    const signed = { ...verdict, by: this.#signer }
     const message = JSON.stringify({ backend, verdict: signed })
     this.#call(model, 'sluiceHealthPublish', this.#keysOf(model), [backend, JSON.stringify(signed), keepMs, message])
   }
@@ -59,7 +63,7 @@ export class RedisHealthBoard implements HealthBoard {
     const watched: Watched = { keys: this.#keysOf(model), backends, onVerdict }
     this.#watched.set(model, watched)
     this.#link.subscribe(watched.keys[1], (raw) => {
-      const message = parseMessage(raw, this.#link.replicaId)
+      const message = parseMessage(raw, this.#signer)
       if (message !== null && backends.includes(message.backend)) onVerdict(message.backend, message.verdict)
     })
     if (this.#link.up()) void this.#read(model, watched)
@@ -98,7 +102,7 @@ export class RedisHealthBoard implements HealthBoard {
     if (this.#watched.get(model) !== watched || !Array.isArray(flat)) return
     const found = new Map<string, SharedVerdict>()
     for (let i = 0; i + 1 < flat.length; i += 2) {
-      const verdict = parseVerdict(flat[i + 1], this.#link.replicaId)
+      const verdict = parseVerdict(flat[i + 1], this.#signer)
       if (typeof flat[i] === 'string' && verdict !== null) found.set(flat[i] as string, verdict)
     }
     for (const backend of watched.backends) watched.onVerdict(backend, found.get(backend) ?? null)

@@ -36,7 +36,7 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
     slots.set(model.name, new FailoverModelSlots(modelSlots, local, link, () => peers.freed(model.name)))
   }
   const sharedKeys = new RedisKeyLimiter(link)
-  const healthBoard = new RedisHealthBoard(link, clock, logger)
+  const healthBoard = new RedisHealthBoard(link, clock, logger, deps.healthSigner ?? link.replicaId)
   return {
     slots,
     healthBoard,

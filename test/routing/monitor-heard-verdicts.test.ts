@@ -34,7 +34,7 @@ interface Replica {
   /** Most /health checks it has had unanswered at once. */
   readonly mostAtOnce: () => number
   /** What /health answers from now on ('hang': nothing until `answerHung`, or the test ends). */
-  setHealth(status: number | 'hang'): void
+  setHealth(status: number | 'hang', delayMs?: number): void
   /** Answers the checks left hanging with `status`. */
   answerHung(status: number): void
   /** Another replica's verdict (null: its withdrawal) arrives. */
@@ -42,6 +42,10 @@ interface Replica {
   /** What the monitor has told the board. */
   readonly told: string[]
   readonly logMessages: (level?: number) => string[]
+  /** The monitor's clock. */
+  now(): number
+  /** Moves the monitor's clock on (its timers are real ones). */
+  advance(ms: number): void
 }
 
 const INFO = 30
@@ -50,6 +54,8 @@ const DEBUG = 20
 /** A replica whose first check has passed, or (`firstCheck: 'hang'`) is left hanging. */
 async function replica(intervalMs = 60_000, firstCheck: 200 | 'hang' = 200): Promise<Replica> {
   let status: number | 'hang' = firstCheck
+  let delayMs = 0
+  let skew = 0
   const hung: ServerResponse[] = []
   let checks = 0
   let open = 0
@@ -60,8 +66,11 @@ async function replica(intervalMs = 60_000, firstCheck: 200 | 'hang' = 200): Pro
     checks++
     mostAtOnce = Math.max(mostAtOnce, ++open)
     response.on('close', () => open--)
-    if (status === 'hang') hung.push(response)
-    else response.writeHead(status, { 'content-length': 0 }).end()
+    const answer = status
+    if (answer === 'hang') hung.push(response)
+    else if (delayMs === 0) response.writeHead(answer, { 'content-length': 0 }).end()
+    // A backend slow to answer its checks (a timer of the backend's, not the test's synchronization).
+    else setTimeout(() => response.writeHead(answer, { 'content-length': 0 }).end(), delayMs)
   })
   const url = await listenForTest(server, cleanups)
   const config = configFrom({ models: [{ name: 'm', health: { interval_ms: intervalMs, unhealthy_after: 100 }, backends: [{ url, name: 'b0' }] }] })
@@ -76,7 +85,7 @@ async function replica(intervalMs = 60_000, firstCheck: 200 | 'hang' = 200): Pro
   }
   const lines: string[] = []
   const log = new Writable({ write: (chunk: Buffer, _encoding, done) => done(void lines.push(...chunk.toString('utf8').trim().split('\n'))) })
-  const monitor = new BackendMonitor(models, { now: () => Date.now() }, createMetrics(), createLogger('debug', log), { wake: () => undefined, unavailable: () => undefined, board })
+  const monitor = new BackendMonitor(models, { now: () => Date.now() + skew }, createMetrics(), createLogger('debug', log), { wake: () => undefined, unavailable: () => undefined, board })
   cleanups.push(() => Promise.all([...models.values()].map((route) => route.close())))
   cleanups.push(() => monitor.stop())
   monitor.start()
@@ -87,13 +96,18 @@ async function replica(intervalMs = 60_000, firstCheck: 200 | 'hang' = 200): Pro
     backend,
     checks: () => checks,
     mostAtOnce: () => mostAtOnce,
-    setHealth: (next) => void (status = next),
+    setHealth: (next, delay = 0) => {
+      status = next
+      delayMs = delay
+    },
     answerHung: (answer) => {
       status = answer
       for (const response of hung.splice(0)) response.writeHead(answer, { 'content-length': 0 }).end()
     },
     hear: (verdict) => deliver!('b0', verdict),
     told,
+    now: () => Date.now() + skew,
+    advance: (ms) => void (skew += ms),
     logMessages: (level = INFO) =>
       lines
         .map((line) => JSON.parse(line) as { level: number; msg?: unknown })
@@ -187,5 +201,34 @@ describe('the verdicts a replica hears', () => {
     await until(() => r.logMessages().includes(SETS_ASIDE), 'the verdict set aside')
     expect(usable(r)).toBe(true)
     expect(r.checks()).toBe(2)
+  })
+
+  // Regression (review): a passed check let a held verdict go only if no refresh had come while it
+  // ran. With refreshes from several replicas coming faster than the backend answers its checks, the
+  // backend stayed out for good, every own check passing, with checks running back to back.
+  it('a held verdict is let go though refreshes come faster than the backend answers its checks', async () => {
+    const r = await replica(1000)
+    r.setHealth(503)
+    r.hear(downFor(60_000))
+    await until(() => !usable(r), 'the verdict held')
+    r.setHealth(200, 300)
+    const refreshes = setInterval(() => r.hear(downFor(60_000)), 100)
+    try {
+      await until(() => usable(r), 'the verdict let go', 3000)
+    } finally {
+      clearInterval(refreshes)
+    }
+  })
+
+  // Regression (review): the run of set-asides ended only with a withdrawal or a held verdict. One
+  // whose replica died (its verdict lapsed unwithdrawn) kept every later partition at debug.
+  it('a set-aside after the last one lapsed starts a new run: said at info again', async () => {
+    const r = await replica()
+    r.hear({ up: false, ejectedUntil: 0, expiresAt: r.now() + 1000 })
+    await until(() => r.logMessages(DEBUG).filter((message) => message === SETS_ASIDE).length === 1, 'the first set aside')
+    r.advance(1000)
+    r.hear({ up: false, ejectedUntil: 0, expiresAt: r.now() + 1000 })
+    await until(() => r.logMessages(DEBUG).filter((message) => message === SETS_ASIDE).length === 2, 'the second set aside')
+    expect(r.logMessages(INFO).filter((message) => message === SETS_ASIDE)).toHaveLength(2)
   })
 })

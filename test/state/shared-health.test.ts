@@ -97,6 +97,23 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     expect(await backendUp(b.url)).toBe(1)
   })
 
+  // Regression (review): verdicts were signed with the Redis connection's replica id, which is new
+  // for each generation. After a reload the new generation read its predecessor's verdict from the
+  // hash as another replica's, held it, and on the backend's recovery logged that another replica
+  // finds it down.
+  it('a reload’s new generation takes its predecessor’s verdict for its own', async () => {
+    const backend = await cleanups.standIn()
+    const prefix = uniquePrefix('health')
+    const a = await gateway(config(prefix, backend, FAST_MS))
+    backend.options.fail = 'status500'
+    await until(async () => (await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')) === 1, 'replica A to share its verdict')
+    await a.reload(configFrom(config(prefix, backend, FAST_MS)))
+    backend.options.fail = 'none'
+    await until(async () => (await backendUp(a.url)) === 1, 'the new generation to see b1 recover')
+    await until(async () => (await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')) === 0, 'the verdict withdrawn')
+    expect(setAsideCount(a)).toBe(0)
+  })
+
   it('the verdict of a replica that is gone lapses after three of its health intervals', async () => {
     const backend = await cleanups.standIn()
     const prefix = uniquePrefix('health')
