@@ -68,6 +68,23 @@ async function demo(): Promise<void> {
   }
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
+  stopWhenOrphaned(stop)
+}
+
+/**
+ * `npm run demo` stopped by signalling npm alone (`kill` of its PID, a
+ * process manager): npm goes without passing the signal through its shell,
+ * and this process would serve on, orphaned, holding port 8080. It stops
+ * once its parent has changed. (Ctrl-C signals the whole process group.)
+ */
+function stopWhenOrphaned(stop: () => void): void {
+  const parent = process.ppid
+  const check = setInterval(() => {
+    if (process.ppid === parent) return
+    clearInterval(check)
+    stop()
+  }, 500)
+  check.unref()
 }
 
 demo().catch((error: unknown) => {
