@@ -48,6 +48,8 @@ export class SharedVerdicts {
   readonly #heldSince = new WeakMap<Backend, number>()
   /** The last verdict set aside on each backend in the current run (logged once, at its start). */
   readonly #lastSetAside = new WeakMap<Backend, SharedVerdict>()
+  /** When (in ticks) the latest passed own check on each backend started: a failure that started earlier holds nothing. */
+  readonly #passedSince = new WeakMap<Backend, number>()
 
   constructor(host: VerdictHost) {
     this.#host = host
@@ -90,15 +92,20 @@ export class SharedVerdicts {
   }
 
   /**
-   * A scheduled check passed: a verdict held since before it started no
-   * longer holds here. One held since it started (at once, the backend then
+   * A scheduled check ended. Passed: a verdict held since before it began no
+   * longer holds here, and one held since it began (at once, the backend then
    * not yet confirmed here: a start, a backend a reload added) is checked now.
+   * Failed: a verdict in force that was set aside is held now, without
+   * waiting for its next refresh.
    */
   afterOwnCheck(route: ModelRoute, backend: Backend, started: number, healthy: boolean): void {
+    const now = this.#host.clock.now()
+    if (!healthy) return this.#failed(route, backend, started, now)
+    this.#passed(backend, started)
     const held = backend.shared
-    if (!healthy || held === null || !this.#host.serving()) return
+    if (held === null || !inForce(held, now)) return
     if (started > (this.#heldSince.get(backend) ?? 0)) this.#setAside(route, backend)
-    else if (needsOwnCheck(backend.health, held, this.#host.clock.now())) this.#check(route, backend)
+    else if (needsOwnCheck(backend.health, held, now)) this.#check(route, backend)
   }
 
   /**
@@ -113,7 +120,7 @@ export class SharedVerdicts {
     if (this.#host.stopped()) return
     this.#heard.set(backend, verdict)
     const now = this.#host.clock.now()
-    if (verdict === null || !this.#host.serving() || !needsOwnCheck(backend.health, verdict, now)) return this.#hold(route, backend, verdict)
+    if (verdict === null || !needsOwnCheck(backend.health, verdict, now)) return this.#hold(route, backend, verdict)
     if (inForce(backend.shared, now)) this.#hold(route, backend, verdict)
     this.#check(route, backend)
   }
@@ -140,22 +147,36 @@ export class SharedVerdicts {
   }
 
   /**
-   * A failed check holds the latest verdict heard. A passed one sets it
-   * aside, and lets a held one go if it started after the hold began (a
-   * refresh heard meanwhile changes nothing: refreshes from several replicas
-   * may come faster than any check answers).
+   * A verification check ended. Failed: the latest verdict heard is held. Passed:
+   * it is set aside, and a held one let go if the check began after the hold
+   * did (a refresh heard meanwhile changes nothing: refreshes from several
+   * replicas may come faster than any check answers).
    */
   #afterCheck(route: ModelRoute, backend: Backend, started: number, healthy: boolean): void {
+    if (this.#host.stopped()) return
+    const now = this.#host.clock.now()
+    if (!healthy) return this.#failed(route, backend, started, now)
+    this.#passed(backend, started)
     const latest = this.#heard.get(backend)
-    if (this.#host.stopped() || latest === undefined || latest === null) return
-    if (!healthy) {
-      if (backend.shared !== latest) this.#hold(route, backend, latest)
-    } else if (started > (this.#heldSince.get(backend) ?? 0)) {
-      this.#setAside(route, backend)
-    } else if (needsOwnCheck(backend.health, latest, this.#host.clock.now())) {
-      // Held after this check began (at once, the backend not confirmed then): one more.
-      this.#check(route, backend)
-    }
+    if (latest === undefined || latest === null) return
+    if (started > (this.#heldSince.get(backend) ?? 0)) this.#setAside(route, backend)
+    // Held after this check began (at once, the backend not confirmed then): one more.
+    else if (needsOwnCheck(backend.health, latest, now)) this.#check(route, backend)
+  }
+
+  /**
+   * An own check failed: the latest verdict heard, if in force and not held
+   * yet, is held, unless an own check that began later has passed (a hung
+   * check answering late must not override a newer pass).
+   */
+  #failed(route: ModelRoute, backend: Backend, started: number, now: number): void {
+    const latest = this.#heard.get(backend)
+    if (latest === undefined || latest === null || !inForce(latest, now) || backend.shared === latest) return
+    if (started > (this.#passedSince.get(backend) ?? 0)) this.#hold(route, backend, latest)
+  }
+
+  #passed(backend: Backend, started: number): void {
+    this.#passedSince.set(backend, Math.max(started, this.#passedSince.get(backend) ?? 0))
   }
 
   /**
@@ -171,9 +192,10 @@ export class SharedVerdicts {
     const last = this.#lastSetAside.get(backend)
     const fields = { model: route.name, backend: backend.name }
     const message = 'another replica finds this backend down; this replica’s own check passes, so it keeps using it'
-    if (letGo || !inForce(last ?? null, now)) this.#host.logger.info(fields, message)
+    const latest = this.#heard.get(backend) ?? null
+    // Said once per run: when a held verdict is let go, or the first of a run (none set aside in force before).
+    if (letGo || (inForce(latest, now) && !inForce(last ?? null, now))) this.#host.logger.info(fields, message)
     else this.#host.logger.debug(fields, message)
-    const latest = this.#heard.get(backend)
     if (latest) this.#lastSetAside.set(backend, latest)
     if (backend.shared !== null) this.#hold(route, backend, null)
   }
