@@ -20,6 +20,7 @@ function passThroughState(models) {
         wake() {},
         queueDepth: () => 0,
         inFlight: () => 0,
+        load: () => 0,
         close() {},
       },
     ]),

@@ -167,12 +167,12 @@ function settlement(ctx: GatewayContext, request: FastifyRequest, job: ChatForwa
   }
 }
 
-/** What the balancer knows of each candidate: in flight here, and the backend's own queue if fresh. */
+/** What the balancer knows of each candidate: its requests in flight (every replica's in Redis mode), and the backend's own queue if fresh. */
 function backendStats(ctx: GatewayContext, route: ModelRoute, slots: ModelSlots, names: readonly string[]): Map<string, BackendStats> {
   return new Map(
     names.map((name) => {
       const load = ctx.monitor.freshLoad(route.backend(name), route)
-      return [name, { inFlight: slots.inFlight(name), backendWaiting: load?.waiting }]
+      return [name, { inFlight: slots.load(name), backendWaiting: load?.waiting }]
     }),
   )
 }

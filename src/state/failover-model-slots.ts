@@ -195,6 +195,11 @@ export class FailoverModelSlots implements ModelSlots {
     return this.#shared.inFlight(backend) + this.#local.inFlight(backend)
   }
 
+  /** Every replica's while Redis answers; this replica's own (all of them: the local store counts its Redis leases too) while it does not. */
+  load(backend: string): number {
+    return this.#link.up() ? this.#shared.load(backend) : this.#local.load(backend)
+  }
+
   turnAway(error: unknown): void {
     this.#shared.turnAway(error)
     this.#local.turnAway(error)

@@ -67,6 +67,10 @@ export class MemoryModelSlots implements ModelSlots {
     return this.#inFlight.get(backend) ?? 0
   }
 
+  load(backend: string): number {
+    return this.inFlight(backend) + (this.#settings.elsewhere?.(backend) ?? 0)
+  }
+
   turnAway(error: unknown): void {
     for (const waiter of this.#queue.drain()) {
       waiter.cleanup()

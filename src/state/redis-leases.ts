@@ -85,11 +85,19 @@ export class RedisLeases {
     })
   }
 
+  /**
+   * Every replica's requests on `backend`: the lease count of the latest
+   * answer and this replica's claims on the wire, or this replica's own if
+   * that is more (an answer not yet seen since it took a slot).
+   */
+  load(backend: string): number {
+    return Math.max(this.#believed(backend), this.inFlight(backend))
+  }
+
   /** The balancer's pick among backends believed to have room, or '' when none seems to (the script decides). */
   prefer(choose: SlotRequest['choose'], exclude: ReadonlySet<string>): string {
     const { backends, usable, slotsPerBackend } = this.#settings
-    const believed = (b: string) => (this.#shared.get(b) ?? 0) + (this.#claiming.get(b) ?? 0)
-    const room = backends.filter((b) => usable(b) && !exclude.has(b) && believed(b) < slotsPerBackend)
+    const room = backends.filter((b) => usable(b) && !exclude.has(b) && this.#believed(b) < slotsPerBackend)
     return room.length === 0 ? '' : choose(room)
   }
 
@@ -113,6 +121,10 @@ export class RedisLeases {
       preferred = choose(reply.room)
     }
     return null
+  }
+
+  #believed(backend: string): number {
+    return (this.#shared.get(backend) ?? 0) + (this.#claiming.get(backend) ?? 0)
   }
 
   /** Counts `preferred` as being claimed until `call` answers. */

@@ -98,6 +98,10 @@ export class RedisModelSlots implements ModelSlots {
     return this.#leases.inFlight(backend)
   }
 
+  load(backend: string): number {
+    return this.#leases.load(backend)
+  }
+
   /** Requests this replica admitted on local limits while Redis was away: counted in Redis too from now on. */
   adopt(leases: readonly (readonly [id: string, backend: string])[]): void {
     if (leases.length > 0) this.#leases.adopt(leases)

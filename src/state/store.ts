@@ -64,7 +64,14 @@ export interface ModelSlots {
   /** Re-examines the queue, e.g. after a backend became usable again. */
   wake(): void
   queueDepth(): number
+  /** Requests this store admitted that are on `backend` now (the in-flight gauge). */
   inFlight(backend: string): number
+  /**
+   * Requests on `backend` as far as this store knows, for the balancer: its
+   * own and, in memory mode, a reload's other generations'; in Redis mode
+   * every replica's (the lease counts of the latest answer).
+   */
+  load(backend: string): number
   /**
    * Rejects every waiter with `error` (the model has no usable backend left:
    * they would wait for nothing); leases stay valid, later arrivals queue.

@@ -26,6 +26,7 @@ function slotsWhoseRetryFails(backend: string, released: () => void): ModelSlots
     wake: () => undefined,
     queueDepth: () => 0,
     inFlight: () => 0,
+    load: () => 0,
     turnAway: () => undefined,
     close: () => undefined,
   }

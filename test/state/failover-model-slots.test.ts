@@ -36,6 +36,9 @@ class SharedStandIn implements AdoptingModelSlots {
   inFlight(): number {
     return 0
   }
+  load(): number {
+    return 0
+  }
   close(): void {}
 }
 

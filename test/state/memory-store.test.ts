@@ -122,6 +122,16 @@ describe('buildMemoryState', () => {
     slots.close()
   })
 
+  it('weighs requests under another store’s leases (elsewhere) in the load the balancer sees, not in its own count', async () => {
+    const settings = { model: 'm', backends: ['a'], slotsPerBackend: 5, maxQueue: 10, maxWaitMs: 1000, usable: () => true, elsewhere: () => 3 }
+    const slots = new MemoryModelSlots(settings, clock, new RecordingObserver())
+    const lease = await slots.acquire({ priority: 0, signal: new AbortController().signal, choose })
+    expect(slots.inFlight('a')).toBe(1)
+    expect(slots.load('a')).toBe(4)
+    lease.release()
+    slots.close()
+  })
+
   it('counts a peer state’s leases on the same backend and hands it a slot its own queue does not take', async () => {
     // Two generations of one process after a reload: each state is the other's peer.
     const states: ReturnType<typeof buildMemoryState>[] = []

@@ -246,6 +246,8 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       expect(slots.inFlight('b')).toBe(2)
       expect(slots.inFlight('unknown')).toBe(0)
       expect(slots.queueDepth()).toBe(2)
+      // Alone on its backends, the store's load (what the balancer weighs) is its own requests.
+      expect([slots.load('a'), slots.load('b'), slots.load('unknown')]).toEqual([2, 2, 0])
     })
 
     it('serves the queue by priority then arrival: 5, 0, 5, -3, 0 are granted -3, 0, 0, 5, 5', async () => {

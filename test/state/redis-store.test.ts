@@ -177,6 +177,25 @@ describeWithRedis('Redis store', () => {
       await settle()
     })
 
+    // Regression (prefix_affinity's spill, least_loaded): the balancer weighed this replica's own
+    // requests only, so a backend loaded by the other replicas looked idle here.
+    it('the load a replica sees on a backend is every replica’s, as of its latest answer', async () => {
+      const prefix = uniquePrefix('load')
+      const one = slotsOn(await openLink(prefix), settings({ slotsPerBackend: 10 }))
+      const two = slotsOn(await openLink(prefix), settings({ slotsPerBackend: 10 }))
+      const onA = { priority: 0, signal: new AbortController().signal, choose: () => 'a' }
+      const held = await Promise.all([one.acquire(onA), one.acquire(onA), one.acquire(onA)])
+      // Replica two's next answer carries the counts.
+      ;(await two.acquire({ ...onA, choose: () => 'b' })).release()
+      await settle()
+      expect(two.inFlight('a')).toBe(0)
+      expect(two.load('a')).toBe(3)
+      expect(one.load('a')).toBe(3)
+      for (const lease of held) lease.release()
+      await settle()
+      expect(one.load('a')).toBe(0)
+    })
+
     it('a better arrival on one replica evicts the worst waiter of another, which hears of it at once', async () => {
       const prefix = uniquePrefix('evict')
       const one = slotsOn(await openLink(prefix), settings({ backends: ['a'], slotsPerBackend: 1, maxQueue: 1 }))

@@ -10,7 +10,11 @@ export interface BalancerCandidate {
 }
 
 export interface BackendStats {
-  /** Requests this replica has in flight to the backend (its own leases, in Redis mode too). */
+  /**
+   * Requests in flight to the backend as this replica knows them: its own
+   * (and a reload's other generations') in memory mode, every replica's in
+   * Redis mode (the lease counts of its latest Redis answer).
+   */
   readonly inFlight: number
   /** vllm:num_requests_waiting from the backend's /metrics, undefined when unknown or stale. */
   readonly backendWaiting?: number
