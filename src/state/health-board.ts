@@ -9,7 +9,7 @@ import type { SharedVerdict } from '../routing/health-state.js'
 export interface HealthBoard {
   /** This replica found `backend` down or ejected: every replica should treat it so until the verdict lapses. */
   publish(model: string, backend: string, verdict: SharedVerdict): void
-  /** This replica's check found `backend` healthy again: the shared verdict is withdrawn. */
+  /** This replica's check found `backend` healthy again: its own verdict is withdrawn (another replica's, which replaced it, stands). */
   clear(model: string, backend: string): void
   /** Delivers the model's verdicts (null: none in force), now and as they change; once per model. */
   watch(model: string, backends: readonly string[], onVerdict: (backend: string, verdict: SharedVerdict | null) => void): void

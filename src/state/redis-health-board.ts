@@ -56,7 +56,7 @@ export class RedisHealthBoard implements HealthBoard {
   }
 
   clear(model: string, backend: string): void {
-    this.#call(model, 'sluiceHealthClear', this.#keysOf(model), [backend, JSON.stringify({ backend, verdict: null })])
+    this.#call(model, 'sluiceHealthClear', this.#keysOf(model), [backend, JSON.stringify({ backend, verdict: null }), this.#signer])
   }
 
   watch(model: string, backends: readonly string[], onVerdict: OnVerdict): void {

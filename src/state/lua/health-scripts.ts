@@ -16,9 +16,19 @@ redis.call('PUBLISH', KEYS[2], ARGV[4])
 return 'published'
 `
 
-/** ARGV: backend, message. */
+/**
+ * ARGV: backend, message, the withdrawing gateway's signature (`by`). Only
+ * its own verdict is withdrawn: another replica's, which replaced it, stands
+ * until that replica withdraws it or stops refreshing it. A verdict without
+ * `by` (an older release's) is anyone's to withdraw, as before.
+ */
 const CLEAR = `
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then redis.call('PUBLISH', KEYS[2], ARGV[2]) end
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then return 'none' end
+local ok, verdict = pcall(cjson.decode, current)
+if ok and type(verdict) == 'table' and verdict.by ~= nil and verdict.by ~= ARGV[3] then return 'not ours' end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('PUBLISH', KEYS[2], ARGV[2])
 return 'cleared'
 `
 
