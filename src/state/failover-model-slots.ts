@@ -195,9 +195,14 @@ export class FailoverModelSlots implements ModelSlots {
     return this.#shared.inFlight(backend) + this.#local.inFlight(backend)
   }
 
-  /** Every replica's while Redis answers; this replica's own (all of them: the local store counts its Redis leases too) while it does not. */
+  /**
+   * Every replica's while Redis answers, and never less than this replica's
+   * own (requests admitted on local limits while Redis is slow, not yet in
+   * any count it answered); this replica's own (all of them: the local store
+   * counts its Redis leases too) while Redis does not answer.
+   */
   load(backend: string): number {
-    return this.#link.up() ? this.#shared.load(backend) : this.#local.load(backend)
+    return this.#link.up() ? Math.max(this.#shared.load(backend), this.inFlight(backend)) : this.#local.load(backend)
   }
 
   turnAway(error: unknown): void {

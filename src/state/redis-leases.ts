@@ -6,18 +6,28 @@
  * round trip (the script checks again), and the rounds of choosing when the
  * script answers that other backends have room.
  */
+import type { Clock } from '../context.js'
 import type { RedisLink } from './redis-link.js'
 import type { SlotCalls, SlotReply } from './redis-slot-calls.js'
 import type { ModelSlotSettings, SlotRequest } from './store.js'
 
 /** Rounds of "these backends have room, choose one" before giving up on a race that never ends. */
 const MAX_ROOM_ROUNDS = 8
+/**
+ * Shared counts older than this are not weighed by the balancer: a replica
+ * that has not heard from Redis for a while (idle, or only long requests
+ * renewed every TTL/3) would balance on requests long gone.
+ */
+export const FRESH_COUNTS_MS = 1000
 
 export class RedisLeases {
   readonly #settings: ModelSlotSettings
   readonly #calls: SlotCalls
   readonly #link: RedisLink
   readonly #absorb: (reply: SlotReply) => void
+  readonly #clock: Clock
+  /** When `#shared` was last set from an answer. */
+  #countsAt = Number.NEGATIVE_INFINITY
   /** Lease id → backend. */
   readonly #held = new Map<string, string>()
   /**
@@ -33,8 +43,9 @@ export class RedisLeases {
   readonly #claiming = new Map<string, number>()
   #renewal: NodeJS.Timeout | null = null
 
-  constructor(settings: ModelSlotSettings, calls: SlotCalls, link: RedisLink, absorb: (reply: SlotReply) => void) {
+  constructor(settings: ModelSlotSettings, calls: SlotCalls, link: RedisLink, clock: Clock, absorb: (reply: SlotReply) => void) {
     this.#settings = settings
+    this.#clock = clock
     this.#calls = calls
     this.#link = link
     this.#absorb = absorb
@@ -79,6 +90,7 @@ export class RedisLeases {
   }
 
   observeCounts(counts: readonly number[]): void {
+    if (counts.length > 0) this.#countsAt = this.#clock.now()
     this.#settings.backends.forEach((backend, i) => {
       const count = counts[i]
       if (count !== undefined) this.#shared.set(backend, count)
@@ -88,10 +100,13 @@ export class RedisLeases {
   /**
    * Every replica's requests on `backend`: the lease count of the latest
    * answer and this replica's claims on the wire, or this replica's own if
-   * that is more (an answer not yet seen since it took a slot).
+   * that is more (an answer not yet seen since it took a slot). With no
+   * answer for `FRESH_COUNTS_MS`, this replica's own and its claims.
    */
   load(backend: string): number {
-    return Math.max(this.#believed(backend), this.inFlight(backend))
+    const own = this.inFlight(backend)
+    if (this.#clock.now() - this.#countsAt > FRESH_COUNTS_MS) return own + (this.#claiming.get(backend) ?? 0)
+    return Math.max(this.#believed(backend), own)
   }
 
   /** The balancer's pick among backends believed to have room, or '' when none seems to (the script decides). */

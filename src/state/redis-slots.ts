@@ -52,7 +52,7 @@ export class RedisModelSlots implements ModelSlots {
     this.#link = link
     this.#calls = new SlotCalls(link, settings)
     this.#serving = new CoalescedRun(() => this.#link.track(this.#serveQueue()))
-    this.#leases = new RedisLeases(settings, this.#calls, link, (reply) => this.#absorb(reply))
+    this.#leases = new RedisLeases(settings, this.#calls, link, clock, (reply) => this.#absorb(reply))
     const events = {
       leave: (waiter: Waiter, cause: 'aborted' | 'timed_out') => this.#leave(waiter, cause === 'aborted' ? waiter.request.signal.reason : this.#refusal('queue_timeout')),
       tick: this.#sync,

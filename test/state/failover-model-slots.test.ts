@@ -17,9 +17,11 @@ import { RecordingObserver } from './model-slots.contract.js'
 
 class SharedStandIn implements AdoptingModelSlots {
   up = false
+  /** Redis up but over the call budget: calls fail, the link stays up. */
+  slow = false
   readonly acquired: SlotRequest[] = []
   async acquire(request: SlotRequest): Promise<SlotLease> {
-    if (!this.up) throw new RedisUnavailable('stand-in: Redis is away')
+    if (!this.up || this.slow) throw new RedisUnavailable('stand-in: Redis is away')
     this.acquired.push(request)
     return { backend: 'a', waitedMs: 0, release: () => undefined }
   }
@@ -83,6 +85,21 @@ describe('FailoverModelSlots when Redis answers again', () => {
     comeBack()
     expect(shared.acquired).toHaveLength(0)
     first.release()
+    local.close()
+  })
+})
+
+describe('FailoverModelSlots load (what the balancer weighs)', () => {
+  // Regression (review): with Redis up but slow, requests admitted on local limits were in no count
+  // Redis had answered, and the balancer weighed every one of them on the same frozen figures.
+  it('while Redis is up but too slow to answer, counts the requests admitted on local limits', async () => {
+    const { shared, local, slots } = setup()
+    shared.up = true
+    shared.slow = true
+    const lease = await slots.acquire(request())
+    expect(local.inFlight('a')).toBe(1)
+    expect(slots.load('a')).toBe(1)
+    lease.release()
     local.close()
   })
 })

@@ -20,6 +20,7 @@ import { RedisKeyLimiter } from '../../src/state/redis-key-limiter.js'
 import { keyLimitKeys, modelKeys, priorityPrefix } from '../../src/state/redis-keys.js'
 import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
 import { RedisModelSlots } from '../../src/state/redis-slots.js'
+import { FRESH_COUNTS_MS } from '../../src/state/redis-leases.js'
 import type { AdmissionObserver, SlotLease } from '../../src/state/store.js'
 import { configFrom } from '../support/gateway.js'
 import { describeWithRedis, expiriesIn, skipUnlessControllable, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
@@ -194,6 +195,45 @@ describeWithRedis('Redis store', () => {
       for (const lease of held) lease.release()
       await settle()
       expect(one.load('a')).toBe(0)
+    })
+
+    // Regression (review): the renewal script does not prune, and answers counted every lease in the
+    // set: a replica that only renewed weighed a dead replica's expired leases as in flight.
+    it('the counts a renewal answers leave out expired leases', async () => {
+      const prefix = uniquePrefix('expired')
+      const timings = { ...CONTRACT_TIMINGS, leaseTtlMs: 300, backstopMs: 100 }
+      const doomedLink = await openLink(prefix, timings)
+      const doomed = new RedisModelSlots(settings({ slotsPerBackend: 10 }), { now: () => Date.now() }, new RecordingObserver(), doomedLink)
+      const survivor = slotsOn(await openLink(prefix, timings), settings({ slotsPerBackend: 10 }))
+      const onA = { priority: 0, signal: new AbortController().signal, choose: () => 'a' }
+      await Promise.all([doomed.acquire(onA), doomed.acquire(onA), doomed.acquire(onA)])
+      // The survivor holds a slot on b: it renews it every TTL/3, and nothing else runs a script.
+      const mine = await survivor.acquire({ ...onA, choose: () => 'b' })
+      await settle()
+      expect(survivor.load('a')).toBe(3)
+      // The doomed replica stops renewing: its leases expire in Redis within a TTL.
+      doomed.dispose()
+      await doomedLink.close()
+      await until(() => survivor.load('a') === 0, 2000)
+      mine.release()
+      await settle()
+    })
+
+    // Regression (review): an idle replica weighed its next choice on counts of unbounded age.
+    it('counts older than FRESH_COUNTS_MS are not weighed: a replica goes by its own requests', async () => {
+      const prefix = uniquePrefix('stale')
+      let skew = 0
+      const one = slotsOn(await openLink(prefix), settings({ slotsPerBackend: 10 }))
+      const two = slotsOn(await openLink(prefix), settings({ slotsPerBackend: 10 }), new RecordingObserver(), { now: () => Date.now() + skew })
+      const onA = { priority: 0, signal: new AbortController().signal, choose: () => 'a' }
+      const held = await Promise.all([one.acquire(onA), one.acquire(onA), one.acquire(onA)])
+      ;(await two.acquire({ ...onA, choose: () => 'b' })).release()
+      await settle()
+      expect(two.load('a')).toBe(3)
+      skew = FRESH_COUNTS_MS + 1
+      expect(two.load('a')).toBe(0)
+      for (const lease of held) lease.release()
+      await settle()
     })
 
     it('a better arrival on one replica evicts the worst waiter of another, which hears of it at once', async () => {

@@ -1,6 +1,6 @@
 /**
- * Least loaded: the candidate with the fewest requests in flight from this
- * gateway, ties broken by the backend's own queue (`vllm:num_requests_waiting`
+ * Least loaded: the candidate with the fewest requests in flight (as the
+ * gateway knows them: every replica's in Redis mode, balancer.ts), ties broken by the backend's own queue (`vllm:num_requests_waiting`
  * from its /metrics), then by weight (higher first), then at random among
  * exact ties so that idle backends share the load instead of the first one
  * taking it all.

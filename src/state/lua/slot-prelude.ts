@@ -170,9 +170,11 @@ local function announce_if_waiting(given)
   if given == 0 and redis.call('ZCARD', Q) > 0 then redis.call('PUBLISH', freed_channel, me) end
 end
 
+-- Counts of leases not yet expired: a script that does not prune (a renewal) must not report a dead
+-- replica's expired leases as in flight (the balancer weighs these counts).
 local function reply(fields)
   local counts = {}
-  for i = 1, n do counts[i] = count(i) end
+  for i = 1, n do counts[i] = redis.call('ZCOUNT', lease_key(i), '(' .. now, '+inf') end
   fields.counts = counts
   fields.handed = handed
   return cjson.encode(fields)
