@@ -53,6 +53,8 @@ export function baseUrlProblem(url: string): string | null {
     // The schema's pattern reports one that is not http(s) at all.
     return /^https?:\/\//.test(url) ? 'is not a valid URL (check the host, the port (1-65535) and any %-escapes)' : null
   }
+  // Port 0 parses, but no server listens there: every request would fail to connect.
+  if (parsed.port === '0') return 'has port 0: give the port the server listens on (1-65535)'
   if (parsed.username !== '' || parsed.password !== '') return 'must not carry user:password@ (it is not sent, and would show in metric labels and logs): use api_key or auth instead'
   if (url.includes('?') || url.includes('#')) return 'must not carry a query (?…) or fragment (#…): request paths are appended to the URL’s path, and these would be dropped'
   return null

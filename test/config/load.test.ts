@@ -463,7 +463,7 @@ upstreams:
   })
 
   // Regression: these passed `check`, then the gateway failed to start with a TypeError (or dropped the query).
-  it.each(['http://127.0.0.1:99999', 'http://[::1', 'http://%zz', 'http://a:b:c', 'https://x:-1', 'http://h/base?tenant=7', 'http://h/base#frag'])(
+  it.each(['http://127.0.0.1:99999', 'http://127.0.0.1:0', 'http://[::1', 'http://%zz', 'http://a:b:c', 'https://x:-1', 'http://h/base?tenant=7', 'http://h/base#frag'])(
     'refuses %s as a backend and an upstream URL',
     (url) => {
       const found = issues(`models:\n  - name: m\n    backends: [{ url: "${url}" }]\nupstreams:\n  training: { url: "${url}" }\n`)
