@@ -37,6 +37,13 @@ export class RedisHealthBoard implements HealthBoard {
   /** What this gateway's verdicts carry as `by`: the same for all its generations. */
   readonly #signer: string
   readonly #watched = new Map<string, Watched>()
+  /**
+   * Withdrawals that did not reach Redis (`model\0backend`): made again when
+   * it answers, unless a verdict of ours on the backend came since. Lost,
+   * this gateway's down verdict would stand until it lapsed (3 intervals),
+   * and a replica not yet sure of the backend would take it.
+   */
+  readonly #lostClears = new Set<string>()
 
   constructor(link: RedisLink, clock: Clock, logger: Logger, signer: string) {
     this.#link = link
@@ -44,19 +51,22 @@ export class RedisHealthBoard implements HealthBoard {
     this.#logger = logger
     this.#signer = signer
     link.on('up', this.#readAll)
+    link.on('up', this.#clearAgain)
     link.on('resync', this.#readAll)
     link.on('down', this.#forgetAll)
   }
 
   publish(model: string, backend: string, verdict: SharedVerdict): void {
     const keepMs = Math.max(1, Math.ceil(verdict.expiresAt - this.#clock.now()))
+    this.#lostClears.delete(`${model}\0${backend}`)
     const signed = { ...verdict, by: this.#signer }
     const message = JSON.stringify({ backend, verdict: signed })
     this.#call(model, 'sluiceHealthPublish', this.#keysOf(model), [backend, JSON.stringify(signed), keepMs, message])
   }
 
   clear(model: string, backend: string): void {
-    this.#call(model, 'sluiceHealthClear', this.#keysOf(model), [backend, JSON.stringify({ backend, verdict: null }), this.#signer])
+    const lost = (): void => void this.#lostClears.add(`${model}\0${backend}`)
+    this.#call(model, 'sluiceHealthClear', this.#keysOf(model), [backend, JSON.stringify({ backend, verdict: null }), this.#signer], lost)
   }
 
   watch(model: string, backends: readonly string[], onVerdict: OnVerdict): void {
@@ -71,6 +81,7 @@ export class RedisHealthBoard implements HealthBoard {
 
   close(): void {
     this.#link.off('up', this.#readAll)
+    this.#link.off('up', this.#clearAgain)
     this.#link.off('resync', this.#readAll)
     this.#link.off('down', this.#forgetAll)
     this.#watched.clear()
@@ -81,9 +92,21 @@ export class RedisHealthBoard implements HealthBoard {
     return [keys.health, keys.healthChannel]
   }
 
-  #call(model: string, script: 'sluiceHealthPublish' | 'sluiceHealthClear', keys: readonly string[], args: readonly (string | number)[]): void {
-    if (!this.#link.up()) return
-    this.#link.run(script, keys, args).catch((error: unknown) => this.#logger.debug({ err: this.#link.loggable(error), model }, 'shared health not written'))
+  #call(model: string, script: 'sluiceHealthPublish' | 'sluiceHealthClear', keys: readonly string[], args: readonly (string | number)[], lost: () => void = () => undefined): void {
+    if (!this.#link.up()) return lost()
+    this.#link.run(script, keys, args).catch((error: unknown) => {
+      lost()
+      this.#logger.debug({ err: this.#link.loggable(error), model }, 'shared health not written')
+    })
+  }
+
+  readonly #clearAgain = (): void => {
+    const again = [...this.#lostClears]
+    this.#lostClears.clear()
+    for (const entry of again) {
+      const [model, backend] = entry.split('\0') as [string, string]
+      if (this.#watched.has(model)) this.clear(model, backend)
+    }
   }
 
   readonly #readAll = (): void => {

@@ -10,7 +10,7 @@ import { expect, it } from 'vitest'
 import type { VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { configFrom, makeKey, type TestGateway } from '../support/gateway.js'
-import { describeWithRedis, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
+import { describeWithRedis, skipUnlessControllable, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { trackedAfterEach } from '../support/tracked.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 import { movedBackend } from '../support/moved-backend.js'
@@ -112,6 +112,30 @@ describeWithRedis('shared backend health (Redis mode)', () => {
     await until(async () => (await backendUp(a.url)) === 1, 'the new generation to see b1 recover')
     await until(async () => (await inspect.hexists(modelKeys(prefix, 'm', []).health, 'b1')) === 0, 'the verdict withdrawn')
     expect(setAsideCount(a)).toBe(0)
+  })
+
+  // Regression: a withdrawal made while Redis did not answer was dropped, so the gateway's own down
+  // verdict stood until it lapsed (3 intervals), and a replica not yet sure of the backend took it.
+  it('a withdrawal that could not reach Redis is made when Redis answers again', async (context) => {
+    skipUnlessControllable(redis, context)
+    const backend = await cleanups.standIn()
+    backend.options.fail = 'status500'
+    const prefix = uniquePrefix('health')
+    const health = modelKeys(prefix, 'm', []).health
+    // Checks every 3 s: the verdict would lapse 9 s after it was published, well after this test is done.
+    const a = await cleanups.redisGateway(config(prefix, backend, 3000), { callBudgetMs: 1000, healthIntervalMs: 50 })
+    await until(async () => (await inspect.hexists(health, 'b1')) === 1, 'replica A to share its verdict')
+    const redisUp = () => scrapeMetric(a.url, 'sluice_redis_up')
+    redis.pause()
+    try {
+      await until(async () => (await redisUp()) === 0, 'replica A to find Redis unreachable')
+      backend.options.fail = 'none'
+      await until(async () => (await backendUp(a.url)) === 1, 'replica A to see b1 recover', 5000)
+    } finally {
+      redis.resume()
+    }
+    await until(async () => (await redisUp()) === 1, 'replica A to reach Redis again')
+    await until(async () => (await inspect.hexists(health, 'b1')) === 0, 'the withdrawal made', 2000)
   })
 
   it('the verdict of a replica that is gone lapses after three of its health intervals', async () => {
