@@ -44,6 +44,14 @@ export class RedisHealthBoard implements HealthBoard {
    * and a replica not yet sure of the backend would take it.
    */
   readonly #lostClears = new Set<string>()
+  /**
+   * Messages heard so far, and that count at each backend's latest
+   * (`model\0backend`). A read of the hash and the channel's messages come
+   * on two connections, so a read answered after a message it may predate
+   * leaves that backend to the message (and to any that follow it).
+   */
+  #messages = 0
+  readonly #lastMessage = new Map<string, number>()
 
   constructor(link: RedisLink, clock: Clock, logger: Logger, signer: string) {
     this.#link = link
@@ -74,7 +82,9 @@ export class RedisHealthBoard implements HealthBoard {
     this.#watched.set(model, watched)
     this.#link.subscribe(watched.keys[1], (raw) => {
       const message = parseMessage(raw, this.#signer)
-      if (message !== null && backends.includes(message.backend)) onVerdict(message.backend, message.verdict)
+      if (message === null || !backends.includes(message.backend)) return
+      this.#lastMessage.set(`${model}\0${message.backend}`, ++this.#messages)
+      onVerdict(message.backend, message.verdict)
     })
     if (this.#link.up()) void this.#read(model, watched)
   }
@@ -113,8 +123,9 @@ export class RedisHealthBoard implements HealthBoard {
     for (const [model, watched] of this.#watched) void this.#read(model, watched)
   }
 
-  /** Applies the whole hash: a backend without a field has no verdict in force. */
+  /** Applies the whole hash (a backend without a field has no verdict in force), except to a backend a message came for meanwhile. */
   async #read(model: string, watched: Watched): Promise<void> {
+    const issued = this.#messages
     let flat: unknown
     try {
       flat = await this.#link.run('sluiceHealthRead', watched.keys.slice(0, 1), [])
@@ -128,7 +139,9 @@ export class RedisHealthBoard implements HealthBoard {
       const verdict = parseVerdict(flat[i + 1], this.#signer)
       if (typeof flat[i] === 'string' && verdict !== null) found.set(flat[i] as string, verdict)
     }
-    for (const backend of watched.backends) watched.onVerdict(backend, found.get(backend) ?? null)
+    for (const backend of watched.backends) {
+      if ((this.#lastMessage.get(`${model}\0${backend}`) ?? 0) <= issued) watched.onVerdict(backend, found.get(backend) ?? null)
+    }
   }
 
   readonly #forgetAll = (): void => {

@@ -5,10 +5,10 @@
  * down verdict, which had replaced its own, was gone until that replica's
  * next failed check.
  */
-import { once } from 'node:events'
+import { EventEmitter, once } from 'node:events'
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { RedisHealthBoard } from '../../src/state/redis-health-board.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
 import { RedisLink } from '../../src/state/redis-link.js'
@@ -67,5 +67,35 @@ describeWithRedis('RedisHealthBoard', () => {
     await inspect.hset(health, 'b1', JSON.stringify(verdict()))
     a.clear('m', 'b1')
     await until(async () => (await inspect.hexists(health, 'b1')) === 0, 'the unsigned verdict withdrawn')
+  })
+})
+
+// Regression: the hash read on (re)connect and the channel's messages come on two connections; a read
+// answered after a newer message applied its older state (for up to one refresh). A link whose calls
+// the test answers when it wants shows the order exactly.
+describe('RedisHealthBoard: a read and a message', () => {
+  it('a read answered after a message for a backend leaves that backend to the message', async () => {
+    let answerRead: ((flat: unknown) => void) | undefined
+    let onMessage: ((raw: string) => void) | undefined
+    const link = Object.assign(new EventEmitter(), {
+      keyPrefix: 'sluice:',
+      up: () => true,
+      run: (script: string) => (script === 'sluiceHealthRead' ? new Promise((resolve) => (answerRead = resolve)) : Promise.resolve('ok')),
+      subscribe: (_channel: string, handler: (raw: string) => void) => void (onMessage = handler),
+      loggable: (error: unknown) => error,
+    }) as unknown as RedisLink
+    const board = new RedisHealthBoard(link, { now: () => Date.now() }, quiet, 'gateway-a')
+    const heard: [string, unknown][] = []
+    board.watch('m', ['b1', 'b2'], (backend, verdict) => void heard.push([backend, verdict]))
+    // The read is out; then a message: another replica withdraws its verdict on b1.
+    onMessage!(JSON.stringify({ backend: 'b1', verdict: null }))
+    const old = { up: false, ejectedUntil: 0, expiresAt: Date.now() + 60_000, by: 'gateway-c' }
+    answerRead!(['b1', JSON.stringify(old), 'b2', JSON.stringify(old)])
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(heard).toEqual([
+      ['b1', null],
+      ['b2', { up: false, ejectedUntil: 0, expiresAt: old.expiresAt }],
+    ])
+    board.close()
   })
 })
