@@ -32,6 +32,7 @@ import type { ModelRoute } from './model-route.js'
 import { readVllmLoad } from './vllm-load.js'
 import { SharedVerdicts } from './shared-verdicts.js'
 import { UpstreamCall } from '../proxy/upstream-call.js'
+import { classifyUpstreamFailure } from '../errors/upstream-errors.js'
 
 /** Longest a probe may take: a health check slower than this counts as failed. */
 const MAX_PROBE_MS = 5000
@@ -85,7 +86,7 @@ export class BackendMonitor {
       board: hooks.board ?? LOCAL_HEALTH_BOARD,
       serving: () => this.#serving,
       stopped: () => this.#stopped,
-      check: (route, backend) => this.#checkHealth(route, backend),
+      check: async (route, backend) => (await this.#checkHealth(route, backend)) === null,
       publish: (route, backend) => this.#publish(route, backend),
       after: (ms, run) => this.#after(ms, run),
     })
@@ -136,7 +137,7 @@ export class BackendMonitor {
   }
 
   reportFailure(route: ModelRoute, backend: Backend, failure: PassiveFailure): void {
-    this.#update(route, backend, () => afterPassiveFailure(backend.health, failure, settingsOf(route), this.#clock.now()))
+    this.#update(route, backend, () => afterPassiveFailure(backend.health, failure, settingsOf(route), this.#clock.now()), { failure: `real traffic: ${failure}` })
     this.#publishWhenReopened(route, backend)
   }
 
@@ -161,38 +162,42 @@ export class BackendMonitor {
     if (this.#stopped) return
     const startedAt = this.#clock.now()
     const ticket = this.#verdicts.checkStarting()
-    const [healthy] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
+    const [failure] = await Promise.all([this.#checkHealth(route, backend), this.#readLoad(route, backend)])
     // Stopped meanwhile (the probe was aborted, not failed): a retired generation must not
     // publish a verdict into the gauge the serving one shares.
     if (this.#stopped) return
-    this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)))
+    const healthy = failure === null
+    const why: Readonly<Record<string, string>> = healthy ? {} : { check: `GET ${backend.origin}${backend.pathFor(route.settings.health.path)}`, failure }
+    if (!healthy) this.#logger.debug({ model: route.name, backend: backend.name, ...why }, 'health check failed')
+    this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)), why)
     this.#verdicts.afterOwnCheck(route, backend, ticket, healthy)
     this.#after(nextProbeIn(route.settings.health.interval_ms, this.#clock.now() - startedAt), () => this.#probe(route, backend))
   }
 
-  async #checkHealth(route: ModelRoute, backend: Backend): Promise<boolean> {
-    const body = await this.#get(backend, route.settings.health.path, route)
-    return body !== null
+  /** Null when the check passed, else what went wrong (for the log: an operator's first question). */
+  async #checkHealth(route: ModelRoute, backend: Backend): Promise<string | null> {
+    const answer = await this.#get(backend, route.settings.health.path, route)
+    return answer.ok ? null : answer.failure
   }
 
   async #readLoad(route: ModelRoute, backend: Backend): Promise<void> {
-    const text = await this.#get(backend, '/metrics', route)
-    if (text === null) return
+    const answer = await this.#get(backend, '/metrics', route)
+    if (!answer.ok) return
     try {
-      backend.load = { value: readVllmLoad(text), at: this.#clock.now() }
+      backend.load = { value: readVllmLoad(answer.body), at: this.#clock.now() }
     } catch (error) {
       this.#logger.debug({ err: error, model: route.name, backend: backend.name }, 'unreadable backend metrics')
     }
   }
 
   /**
-   * The body of a 2xx answer, or null for anything else (including no answer
-   * in time). Through the same dispatch handler as chat answers, not
+   * The body of a 2xx answer, or what else came: the status, the connection's
+   * error code, no answer in time. Through the same dispatch handler as chat answers, not
    * `pool.request`: its body stream was the only undici Readable in a chat
    * gateway, and each probe sent Node's stream functions (which the client
    * connections run through) back to unoptimized code, every interval.
    */
-  async #get(backend: Backend, path: string, route: ModelRoute): Promise<string | null> {
+  async #get(backend: Backend, path: string, route: ModelRoute): Promise<ProbeAnswer> {
     const timeout = Math.min(route.settings.health.interval_ms, MAX_PROBE_MS)
     const headers = backend.apiKey === undefined ? {} : { authorization: `Bearer ${backend.apiKey}` }
     const call = new UpstreamCall(backend.pool, { method: 'GET', path: backend.pathFor(path), headers, headersTimeout: timeout, bodyTimeout: timeout }, timeout)
@@ -202,22 +207,24 @@ export class BackendMonitor {
     try {
       const { statusCode } = await call.head
       const body = await call.readAll(MAX_PROBE_BYTES)
-      return statusCode >= 200 && statusCode < 300 ? body.toString('utf8') : null
-    } catch {
-      return null
+      return statusCode >= 200 && statusCode < 300 ? { ok: true, body: body.toString('utf8') } : { ok: false, failure: `answered ${statusCode}` }
+    } catch (error) {
+      return { ok: false, failure: probeFailure(error, timeout) }
     } finally {
       this.#probes.signal.removeEventListener('abort', abort)
     }
   }
 
-  #update(route: ModelRoute, backend: Backend, next: () => HealthState): void {
+  #update(route: ModelRoute, backend: Backend, next: () => HealthState, why: Readonly<Record<string, string>> = {}): void {
     const now = this.#clock.now()
     const wasUsable = backend.usable(now)
     const before = backend.health
     backend.health = next()
     this.#verdicts.share(route, backend, before, settingsOf(route), now)
     const usable = this.#publish(route, backend)
-    if (usable !== wasUsable) this.#logger.warn({ model: route.name, backend: backend.name, up: usable }, usable ? 'backend up' : 'backend down')
+    if (usable === wasUsable) return
+    if (usable) this.#logger.warn({ model: route.name, backend: backend.name, up: true }, 'backend up')
+    else this.#logger.warn({ model: route.name, backend: backend.name, up: false, ...why }, 'backend down')
   }
 
   /**
@@ -252,4 +259,15 @@ function settingsOf(route: ModelRoute): HealthSettings {
 function unlimited(controller: AbortController): AbortController {
   setMaxListeners(0, controller.signal)
   return controller
+}
+
+type ProbeAnswer = { readonly ok: true; readonly body: string } | { readonly ok: false; readonly failure: string }
+
+/** A probe's failure in a few words: the connection's error code (ECONNREFUSED, …), a timeout, or the error's own message. */
+function probeFailure(error: unknown, timeoutMs: number): string {
+  const reason = classifyUpstreamFailure(error)
+  const code = (error as { code?: unknown } | null)?.code
+  if (reason === 'timeout') return `no answer within ${timeoutMs} ms`
+  if (typeof code === 'string') return code
+  return error instanceof Error ? error.message : String(error)
 }

@@ -9,6 +9,8 @@ export class Backend {
   readonly model: string
   readonly name: string
   readonly url: string
+  /** scheme://host:port, where the pool connects (paths are `pathFor`'s). */
+  readonly origin: string
   readonly weight: number
   readonly apiKey: string | undefined
   /** How long a chat answer's headers may take (the call's own timer: undici's runs up to ~1 s late). */
@@ -26,11 +28,12 @@ export class Backend {
     this.model = model.name
     this.name = settings.name
     this.url = settings.url
+    this.origin = new URL(settings.url).origin
     this.weight = settings.weight
     this.apiKey = settings.api_key === '' ? undefined : settings.api_key
     this.firstByteMs = model.timeouts.first_byte_ms
     this.#prefix = new URL(settings.url).pathname.replace(/\/+$/, '')
-    this.pool = new Pool(new URL(settings.url).origin, {
+    this.pool = new Pool(this.origin, {
       // One socket per admitted request (HTTP/1.1 has no multiplexing), plus
       // spares so health and metrics probes never wait behind a long stream.
       connections: model.max_concurrency_per_backend + 2,
