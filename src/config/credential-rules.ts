@@ -12,6 +12,9 @@
  * - a URL may not carry `user:password@`: it is not used for auth (the
  *   connection pool takes the origin only) and a backend's URL is its
  *   default name, so the password showed in metric labels and logs;
+ * - a credential that is just `$NAME` or `{NAME}` is a variable written
+ *   without `${…}`: it is not expanded, and went upstream as the literal
+ *   text (the upstream's 401 then looked like the client's fault);
  * - a URL must parse (the schema's pattern passed `http://127.0.0.1:99999`,
  *   and the gateway then failed to start with a TypeError) and carry no
  *   query or fragment (the request path is appended to the URL's path, and
@@ -25,6 +28,13 @@ export function headerSecretProblem(value: string): string | null {
   if (/[^\u0020-\u007e]/.test(value)) return 'contains a character beyond printable ASCII, which an HTTP header cannot carry as is'
   if (value.trim() !== value) return 'starts or ends with a space, which HTTP drops from a header value'
   return null
+}
+
+/** A config credential: what a header or Basic half must be, and not a variable left unexpanded. */
+export function configCredentialProblem(value: string, check: (value: string) => string | null): string | null {
+  const name = /^\$([A-Za-z_][A-Za-z0-9_]*)$|^\$?\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(value)
+  if (name !== null) return `looks like the variable ${name[1] ?? name[2]} written without \${…}, which is not expanded: write \${${name[1] ?? name[2]}}`
+  return check(value)
 }
 
 /** Why `value` cannot be one half of Basic credentials; null when it can. */
@@ -58,6 +68,22 @@ export function baseUrlProblem(url: string): string | null {
   if (parsed.username !== '' || parsed.password !== '') return 'must not carry user:password@ (it is not sent, and would show in metric labels and logs): use api_key or auth instead'
   if (url.includes('?') || url.includes('#')) return 'must not carry a query (?…) or fragment (#…): request paths are appended to the URL’s path, and these would be dropped'
   return null
+}
+
+/**
+ * Why `url` cannot be the base of a server whose paths the gateway writes
+ * from `/v1/…` on (vLLM backends, the training and checkpoint upstreams):
+ * a base ending in `/v1` (the OpenAI clients' habit) sent every request to
+ * `…/v1/v1/…` and every health check to `…/v1/health`, and `check` passed it.
+ */
+export function v1BaseProblem(url: string): string | null {
+  let path: string
+  try {
+    path = new URL(url).pathname
+  } catch {
+    return null
+  }
+  return /\/v1\/*$/i.test(path) ? 'ends in /v1, and the gateway adds /v1/… itself (requests would go to …/v1/v1/…): give the server’s root' : null
 }
 
 /**

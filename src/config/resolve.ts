@@ -8,7 +8,7 @@ import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schem
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_PORT, DEFAULT_QUEUED_BODY_LIMIT_BYTES } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
-import { basicCredentialProblem, headerSecretProblem, baseUrlProblem, redisUrlProblem } from './credential-rules.js'
+import { basicCredentialProblem, configCredentialProblem, headerSecretProblem, baseUrlProblem, redisUrlProblem, v1BaseProblem } from './credential-rules.js'
 
 export type BackendSettings = RawBackendConfig & { readonly name: string }
 export type ModelSettings = Omit<RawModelConfig, 'backends' | 'served_name'> & {
@@ -107,19 +107,20 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
   }
   models.forEach((model, i) => {
     records(model.backends).forEach((backend, j) => {
-      report(`models.${i}.backends.${j}.url`, backend.url, baseUrlProblem)
-      report(`models.${i}.backends.${j}.api_key`, backend.api_key, headerSecretProblem)
+      report(`models.${i}.backends.${j}.url`, backend.url, (v) => baseUrlProblem(v) ?? v1BaseProblem(v))
+      report(`models.${i}.backends.${j}.api_key`, backend.api_key, (v) => configCredentialProblem(v, headerSecretProblem))
     })
   })
   for (const name of ['training', 'checkpoints', 'objects']) {
     const upstream = member(upstreams, name)
     const auth = member(upstream, 'auth')
     const basic = member(auth, 'basic')
-    report(`upstreams.${name}.url`, member(upstream, 'url'), baseUrlProblem)
+    // The objects upstream's path (/obj/read) has no /v1 of the gateway's in front.
+    report(`upstreams.${name}.url`, member(upstream, 'url'), (v) => baseUrlProblem(v) ?? (name === 'objects' ? null : v1BaseProblem(v)))
     // Empty, the union of auth forms fails as a whole; this says which member to fix (a variable set but empty?).
-    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), (v) => (v === '' ? EMPTY_CREDENTIAL : headerSecretProblem(v)))
-    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => (v === '' ? EMPTY_CREDENTIAL : basicCredentialProblem(v, 'username')))
-    report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => basicCredentialProblem(v, 'password'))
+    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), (v) => (v === '' ? EMPTY_CREDENTIAL : configCredentialProblem(v, headerSecretProblem)))
+    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => (v === '' ? EMPTY_CREDENTIAL : configCredentialProblem(v, (u) => basicCredentialProblem(u, 'username'))))
+    report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => configCredentialProblem(v, (p) => basicCredentialProblem(p, 'password')))
   }
   return issues
 }

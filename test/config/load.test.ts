@@ -451,6 +451,37 @@ describe('parseConfig: credentials for backends and upstreams', () => {
     expect(ok(basic, { U: 'ünï', P: 'p: w€' }).upstreams.objects?.auth).toEqual({ basic: { username: 'ünï', password: 'p: w€' } })
   })
 
+  // Regression (an operator audit): `$VLLM_API_KEY` (no braces) passed check and went upstream as the
+  // literal text; the upstream's 401 reached the client as if its own key were wrong.
+  it('refuses a credential that is a variable written without ${…}', () => {
+    const found = issues(`models:
+  - name: m
+    backends: [{ url: "http://127.0.0.1:8000", api_key: "$VLLM_API_KEY" }]
+upstreams:
+  training: { url: "http://t:1", auth: { bearer: "{TRAINING_TOKEN}" } }
+  objects: { url: "http://o:1", auth: { basic: { username: api, password: "$OBJECTS_PASSWORD" } } }
+`)
+    expect(paths(found)).toEqual(['models.0.backends.0.api_key', 'upstreams.training.auth.bearer', 'upstreams.objects.auth.basic.password'])
+    expect(found[0]!.message).toContain('write ${VLLM_API_KEY}')
+    // A secret that merely contains a $ is fine.
+    expect(ok('models:\n  - name: m\n    backends: [{ url: "http://127.0.0.1:8000", api_key: "sk-$$x9" }]\n').models[0]!.backends[0]!.api_key).toBe('sk-$$x9')
+  })
+
+  // Regression (an operator audit): the OpenAI clients' base URL habit passed check, and the gateway
+  // then sent chat to …/v1/v1/chat/completions and its health checks to …/v1/health.
+  it('refuses a backend, training or checkpoints URL ending in /v1; the objects upstream may', () => {
+    const found = issues(`models:
+  - name: m
+    backends: [{ url: "http://127.0.0.1:8000/v1" }, { url: "http://127.0.0.1:8001/vllm/v1/", name: b }]
+upstreams:
+  training: { url: "https://t:1/v1" }
+  checkpoints: { url: "https://t:1/api" }
+  objects: { url: "https://o:1/v1" }
+`)
+    expect(paths(found)).toEqual(['models.0.backends.0.url', 'models.0.backends.1.url', 'upstreams.training.url'])
+    expect(found[0]!.message).toContain('give the server’s root')
+  })
+
   it('refuses user:password@ in backend and upstream URLs', () => {
     const found = issues(`models:
   - name: m
