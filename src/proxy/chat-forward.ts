@@ -22,6 +22,7 @@ import { isEventStream, relayStream, reportBrokenAnswer } from './chat-stream.js
 import { completionUsage, type TokenUsage } from './stream-usage.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
 import { closeIfUnread } from './stalled-reader.js'
+import { noteRefusedCredentials } from './refused-credentials.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -76,6 +77,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     if (client.aborted) return unlessCutOff(reply, client)
     throw refusalToError(error, ctx.metrics)
   }
+  noteRefusedCredentials(ctx.metrics, request.log, { model: job.route.name, backend: answer.backend.name }, answer.statusCode)
   const settle = settlement(ctx, request, job, answer)
   // Added to the fresh map rather than spread into a new one: a spread that overrides keys is V8's slow path.
   const responseHeaders = responseHeadersFromUpstream(answer.headers)

@@ -18,6 +18,7 @@ import { watchUnread } from './stalled-reader.js'
 import { responseClosed } from './client-departure.js'
 import type { KeyTicket } from '../state/store.js'
 import { upstreamAuthorization } from './upstream-auth.js'
+import { noteRefusedCredentials } from './refused-credentials.js'
 
 export interface PlatformRequest {
   /** HEAD stays HEAD: the upstream sends no body, so none is fetched only to be dropped. */
@@ -54,6 +55,7 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   const response = await callUpstream(ctx, request, upstream, call, upstreamAbort)
   if (response === null) return reply
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
+  noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name }, response.statusCode)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)
   // The body goes through unchanged, so its length does too (a HEAD answer's is told nowhere else).

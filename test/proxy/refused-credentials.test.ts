@@ -1,0 +1,48 @@
+/**
+ * A backend or upstream refusing the gateway's own credentials (401): the
+ * client gets the answer as it came, the operator a warn line and a
+ * counted upstream error. Regression (an operator audit): a wrong backend
+ * api_key showed only as 401s in the access log, as if clients' keys were
+ * wrong.
+ */
+import { expect, it } from 'vitest'
+import { startTrainingStandIn } from '../../src/dev/training-stand-in.js'
+import { makeKey } from '../support/gateway.js'
+import { scrapeMetric } from '../support/metrics.js'
+import { trackedAfterEach } from '../support/tracked.js'
+
+const key = makeKey('team-a', ['chat', 'training'])
+const cleanups = trackedAfterEach()
+const REFUSED = 'the backend refused the gateway’s own credentials (401): check its api_key, or the upstream’s auth'
+
+it('a backend that refuses the api_key: 401 to the client, a warn line and auth_refused counted', async () => {
+  const backend = await cleanups.standIn({ apiKey: 'right-key' })
+  const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url, name: 'b1', api_key: 'wrong-key' }] }] })
+  const answer = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+  })
+  expect(answer.status).toBe(401)
+  expect(await scrapeMetric(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b1', reason: 'auth_refused' })).toBe(1)
+  const warn = gw.logLines().find((line) => line.msg === REFUSED)
+  expect(warn).toMatchObject({ level: 40, model: 'm', backend: 'b1', status: 401 })
+  expect(gw.logText()).not.toContain('wrong-key')
+})
+
+it('a training upstream that refuses the bearer: the same', async () => {
+  const training = await startTrainingStandIn({ expectAuthorization: 'Bearer right-token' })
+  cleanups.push(() => training.close())
+  const backend = await cleanups.standIn()
+  const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url }] }], upstreams: { training: { url: training.url, auth: { bearer: 'wrong-token' } } } })
+  const answer = await fetch(`${gw.url}/v1/preview/training-jobs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model_id: '3f1c2a8e-5b7d-4e2f-9a61-0c8d7e6b5a43', trajectory_groups: [{ trajectories: [{ reward: 1, messages_and_choices: [] }] }] }),
+  })
+  expect(answer.status).toBe(401)
+  const warn = gw.logLines().find((line) => line.msg === REFUSED)
+  expect(warn).toMatchObject({ level: 40, model: null, status: 401 })
+  expect(await scrapeMetric(gw.url, 'sluice_upstream_errors_total', { model: '', backend: String(warn!.backend), reason: 'auth_refused' })).toBe(1)
+  expect(gw.logText()).not.toContain('wrong-token')
+})
