@@ -22,6 +22,7 @@ interface Service {
   readonly depends_on?: string[] | Record<string, unknown>
   readonly healthcheck?: { test: string[] }
   readonly stop_grace_period?: string
+  readonly restart?: string
 }
 
 async function compose(): Promise<Record<string, Service>> {
@@ -69,6 +70,8 @@ describe('docker-compose.yml', () => {
     }
     expect(dependencies(services.lb!).sort()).toEqual(replicas)
     for (const replica of replicas) expect(dependencies(services[replica]!)).toEqual(expect.arrayContaining(['redis', 'stand-ins']))
+    // A crashed process comes back (an operator audit: no service had a restart policy).
+    for (const [name, service] of Object.entries(services)) expect(service.restart, name).toBe('unless-stopped')
   })
 
   it('mounts and builds only files that are in the repository, and runs what the build produces', async () => {
@@ -114,6 +117,10 @@ describe('docker-compose.yml', () => {
     const upstream = /upstream\s+\w+\s*\{([^}]*)\}/.exec(nginx)![1]!
     const servers = [...upstream.matchAll(/^\s*server\s+([\w.-]+:\d+)/gm)].map((m) => hostPort(m[1]!))
     expect(servers).toEqual(replicas.map((r) => [r, config.server.port]))
+    // Replicas are found again by name when recreated (an operator audit: nginx resolved them once, at start).
+    expect([...upstream.matchAll(/^\s*server\s+\S+\s+resolve\s*;/gm)]).toHaveLength(replicas.length)
+    expect(upstream).toMatch(/^\s*zone\s+\w+\s+\d+k\s*;/m)
+    expect(nginx).toMatch(/^\s*resolver\s+127\.0\.0\.11\b/m)
     // Pooled connections close before the replicas close them (an operator audit: nginx's default is 60 s).
     const idle = /^\s*keepalive_timeout\s+(\d+)s\s*;/m.exec(upstream)
     expect(idle, 'keepalive_timeout in the upstream block').not.toBeNull()

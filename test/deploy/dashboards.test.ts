@@ -40,6 +40,14 @@ describe('dashboards and alerts use only exported metrics', () => {
     expect(alerts).toEqual(expect.arrayContaining(['SluiceNoHealthyBackend', 'SluiceHighErrorRatio', 'SluiceQueueWaitHigh', 'SluiceRedisDown']))
   })
 
+  // A dead replica exports nothing, so every alert on its own series went quiet with it (an operator audit).
+  it('a replica that stops answering its scrape pages, for the job Prometheus scrapes', async () => {
+    const rules = parse(await readFile('deploy/prometheus/alerts.yml', 'utf8')) as { groups: { rules: { alert: string; expr: string }[] }[] }
+    const prometheus = parse(await readFile('deploy/prometheus/prometheus.yml', 'utf8')) as { scrape_configs: { job_name: string }[] }
+    const down = rules.groups.flatMap((g) => g.rules).find((r) => r.alert === 'SluiceReplicaDown')
+    expect(down?.expr).toBe(`up{job="${prometheus.scrape_configs[0]!.job_name}"} == 0`)
+  })
+
   // A replica that is not ready answers /readyz 503 to every probe: that must not page as a 5xx ratio.
   const requestSelectors = (expr: string) => [...expr.matchAll(/sluice_requests_total(\{[^}]*\})?/g)].map((m) => m[1] ?? '')
 
