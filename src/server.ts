@@ -154,6 +154,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   }
 }
 
+/** A reload the running gateway cannot take (a setting that changes only on restart): the operator's to fix, not a bug. */
+export class ReloadRefused extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ReloadRefused'
+  }
+}
+
 /** A listener could not be opened (address in use, not permitted): what an operator must fix, without a stack. */
 export class StartError extends Error {
   constructor(cause: unknown) {
@@ -174,7 +182,9 @@ function refuseSharedStateChanges(before: GatewayConfig, after: GatewayConfig): 
   // In memory mode the Redis keys are not read: changing them moves nothing.
   const keys = before.state.kind === 'memory' && after.state.kind === 'memory' ? [] : (['kind', 'redis_url', 'key_prefix'] as const)
   const changed = keys.filter((key) => before.state[key] !== after.state[key])
-  if (changed.length > 0) throw new Error(`${changed.map((k) => `state.${k}`).join(', ')} change only on restart: the requests running under the current one would not be counted`)
+  if (changed.length === 0) return
+  const verb = changed.length === 1 ? 'changes' : 'change'
+  throw new ReloadRefused(`${changed.map((k) => `state.${k}`).join(', ')} ${verb} only on restart: the requests running under the current one would not be counted`)
 }
 
 function warnAboutListenerChanges(logger: Logger, before: GatewayConfig, after: GatewayConfig): void {

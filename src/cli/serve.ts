@@ -11,7 +11,7 @@ import { runHashSecret } from './hash-secret.js'
 import { ConfigError, loadConfigFile } from '../config/load.js'
 import { createLogger } from '../logger.js'
 import { asyncStdout, written } from '../log-destination.js'
-import { StartError, startGateway, type RunningGateway } from '../server.js'
+import { ReloadRefused, StartError, startGateway, type RunningGateway } from '../server.js'
 import type { Logger } from 'pino'
 import { formatIssue } from '../schemas/validation-issue.js'
 
@@ -75,7 +75,9 @@ async function main(sighup: SighupRelay): Promise<number> {
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
-  logger.info({ url: running.url, metrics_url: running.metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
+  // The scrape URL itself: the metrics port answers only GET /metrics.
+  const metricsUrl = running.metricsUrl === null ? null : `${running.metricsUrl}/metrics`
+  logger.info({ url: running.url, metrics_url: metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
   return -1
 }
 
@@ -109,6 +111,11 @@ async function reloadFrom(configFile: string, gateway: RunningGateway, logger: L
     reloads.inc({ result: 'ok' })
     logger.info({ config: configFile, models: config.models.map((m) => m.name) }, 'config reloaded')
   } catch (error) {
+    if (error instanceof ReloadRefused) {
+      reloads.inc({ result: 'invalid' })
+      logger.error({ config: configFile, problems: [error.message] }, 'config reload refused: the current config keeps serving')
+      return
+    }
     reloads.inc({ result: 'failed' })
     logger.error({ err: error }, 'config reload failed: the current config keeps serving')
   }

@@ -271,8 +271,13 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     if (this.#closed || this.#state === 'down') return
     this.#state = 'down'
     this.#upGauge?.set(0)
-    // The connection's last error says why it closed (a wrong password: WRONGPASS).
-    this.#logger.warn({ reason, last_error: this.#lastError?.message ?? null }, 'Redis unreachable: each replica admits on its own local limits until it is back')
+    // The connection's last error says why it closed; a refused login is said as such (it read as a network problem).
+    const lastError = this.#lastError?.message ?? null
+    const refused = lastError !== null && /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(lastError)
+    this.#logger.warn(
+      { reason: refused ? 'authentication failed: check the password (and user) in state.redis_url' : reason, last_error: lastError },
+      'Redis unreachable: each replica admits on its own local limits until it is back',
+    )
     this.emit('down')
   }
 }

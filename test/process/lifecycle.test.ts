@@ -126,6 +126,24 @@ describe('SIGHUP reload', () => {
     const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
     expect(metrics).toMatch(/sluice_config_reloads_total\{result="invalid"\} 1/)
   })
+
+  // Regression (an operator audit): a setting that changes only on restart was logged as a crash
+  // (an error with its stack) and counted as result="failed", though the config is the operator's to fix.
+  it('a change of state settings is refused like an invalid config: its reason, no stack', async () => {
+    const standIn = await cleanups.standIn({ tokens: 2 })
+    const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }]))
+    const gateway = await gatewayProcess(file)
+
+    await writeFile(file, config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { state: { kind: 'redis', redis_url: 'redis://127.0.0.1:1' } }))
+    gateway.child.kill('SIGHUP')
+    const refused = await gateway.waitForLine((line) => line.msg === 'config reload refused: the current config keeps serving')
+
+    expect(refused.problems).toEqual(['state.kind, state.redis_url change only on restart: the requests running under the current one would not be counted'])
+    expect(refused.err).toBeUndefined()
+    expect((await chat(gateway.url, 'a', false)).status).toBe(200)
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
+    expect(metrics).toMatch(/sluice_config_reloads_total\{result="invalid"\} 1/)
+  })
 })
 
 describe('reload of settings read after start', () => {
@@ -257,8 +275,8 @@ describe('server.metrics_port', () => {
     const gateway = await gatewayProcess(file)
     const listening = await gateway.waitForLine((line) => line.msg === 'sluice listening')
 
-    expect(listening.metrics_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
-    const scraped = await fetch(`${String(listening.metrics_url)}/metrics`)
+    expect(listening.metrics_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/)
+    const scraped = await fetch(String(listening.metrics_url))
     expect(scraped.status).toBe(200)
     expect(await scraped.text()).toContain('sluice_requests_total')
   })

@@ -50,7 +50,7 @@ describe('a reload that moves the admission state', () => {
     const redisState = { kind: 'redis', redis_url: 'redis://127.0.0.1:1', key_prefix: 'a:' }
     const gw = await cleanups.redisGateway(config(redisState))
 
-    await expect(gw.reload(configFrom(config({ ...redisState, key_prefix: 'b:' })))).rejects.toThrow('state.key_prefix change only on restart')
-    await expect(gw.reload(configFrom(config({ ...redisState, redis_url: 'redis://127.0.0.1:2' })))).rejects.toThrow('state.redis_url change only on restart')
+    await expect(gw.reload(configFrom(config({ ...redisState, key_prefix: 'b:' })))).rejects.toThrow('state.key_prefix changes only on restart')
+    await expect(gw.reload(configFrom(config({ ...redisState, redis_url: 'redis://127.0.0.1:2' })))).rejects.toThrow('state.redis_url changes only on restart')
   })
 })
