@@ -18,6 +18,7 @@ import { checkRequestIdHeader } from '../schemas/request-id.js'
 import type { RouteFamily } from '../request-facts.js'
 import { forwardToUpstream, type PlatformRequest } from '../proxy/upstream-forward.js'
 import { admitKeyLimits } from '../scheduling/key-policy.js'
+import { GatewayError } from '../errors/gateway-error.js'
 
 interface PlatformRoute {
   readonly family: RouteFamily
@@ -76,7 +77,10 @@ export const PLATFORM_ROUTES: readonly PlatformRoute[] = [
 export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   for (const route of PLATFORM_ROUTES) {
     const upstream = ctx.upstreams.get(route.upstream)
-    if (upstream === undefined) continue
+    if (upstream === undefined) {
+      registerNotConfigured(app, route)
+      continue
+    }
     app.route({
       method: route.method,
       url: route.url,
@@ -91,4 +95,20 @@ export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext
       },
     })
   }
+}
+
+/**
+ * A route whose upstream this gateway has no URL for: a 404 that says so,
+ * before credentials or the body are looked at (an operator audit read
+ * "No route for POST /v1/preview/training-jobs" as the route not existing).
+ */
+function registerNotConfigured(app: FastifyInstance, route: PlatformRoute): void {
+  const notConfigured = () => new GatewayError('not_found', `${route.method} ${route.url} is not served here: this gateway has no ${route.upstream} upstream (upstreams.${route.upstream} in its config).`)
+  app.route({
+    method: route.method,
+    url: route.url,
+    config: { family: route.family },
+    onRequest: (_request, _reply, done) => done(notConfigured()),
+    handler: () => Promise.reject(notConfigured()),
+  })
 }

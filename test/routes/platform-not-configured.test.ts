@@ -1,0 +1,28 @@
+/**
+ * A platform route whose upstream the config leaves out: a 404 in the
+ * DESIGN.md shape that names the missing upstream, before credentials or
+ * the body are looked at. Regression (an operator audit): it answered "No
+ * route for POST /v1/preview/training-jobs", which reads as the route not
+ * existing at all.
+ */
+import { expect, it } from 'vitest'
+import { trackedAfterEach } from '../support/tracked.js'
+
+const cleanups = trackedAfterEach()
+
+it('names the upstream the config lacks, for any caller and any body', async () => {
+  const backend = await cleanups.standIn()
+  const gw = await cleanups.gateway({ models: [{ name: 'm', backends: [{ url: backend.url }] }] })
+  const cases: [string, string, RequestInit][] = [
+    ['training', '/v1/preview/training-jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' }],
+    ['checkpoints', '/v1/preview/models/3f1c2a8e-5b7d-4e2f-9a61-0c8d7e6b5a43/checkpoints', { method: 'GET' }],
+    ['objects', '/obj/read', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }],
+  ]
+  for (const [upstream, path, init] of cases) {
+    const answer = await fetch(`${gw.url}${path}`, init)
+    expect(answer.status, path).toBe(404)
+    const { error } = (await answer.json()) as { error: { code: string; message: string } }
+    expect(error.code).toBe('not_found')
+    expect(error.message).toContain(`this gateway has no ${upstream} upstream (upstreams.${upstream} in its config)`)
+  }
+})
