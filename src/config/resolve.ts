@@ -71,8 +71,13 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   }
   const redisProblem = typeof redisUrl === 'string' ? redisUrlProblem(redisUrl) : null
   if (redisProblem !== null) issues.push({ path: 'state.redis_url', message: redisProblem })
-  // The gateway would listen twice on one port and fail to start with EADDRINUSE.
   const server = member(data, 'server')
+  // check passed it, and serve then failed with "getaddrinfo ENOTFOUND localhost:8080" (an operator audit).
+  const host = member(server, 'host')
+  if (typeof host === 'string' && /^[^:[\]]+:\d+$/.test(host)) {
+    issues.push({ path: 'server.host', message: 'looks like host:port: give the host alone, and the port in server.port' })
+  }
+  // The gateway would listen twice on one port and fail to start with EADDRINUSE.
   const port = member(server, 'port') ?? DEFAULT_PORT
   if (typeof port === 'number' && port !== 0 && member(server, 'metrics_port') === port) {
     issues.push({ path: 'server.metrics_port', message: `must differ from server.port (${port}): /metrics gets a listener of its own` })

@@ -482,6 +482,11 @@ upstreams:
     expect(found[0]!.message).toContain('give the server’s root')
   })
 
+  it('refuses a server.host with a port in it, and takes hosts and IPv6 addresses', () => {
+    expect(issues('server: { host: "localhost:8080" }\n' + MODEL)).toEqual([{ path: 'server.host', message: expect.stringContaining('give the host alone') }])
+    for (const host of ['0.0.0.0', '::', '::1', 'gateway.internal']) expect(ok(`server: { host: "${host}" }\n${MODEL}`).server.host).toBe(host)
+  })
+
   it('refuses user:password@ in backend and upstream URLs', () => {
     const found = issues(`models:
   - name: m
