@@ -40,12 +40,13 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   reportDuplicates(models.map((m) => m.name), 'models', 'name', issues)
   models.forEach((model, i) => {
     const backends = records(model.backends)
-    reportDuplicates(backends.map((b) => b.name ?? b.url), `models.${i}.backends`, 'name', issues)
+    // Not named: a backend's name defaults to its URL, which may carry user:password@ (refused, but not printed).
+    reportDuplicates(backends.map((b) => b.name ?? b.url), `models.${i}.backends`, 'name', issues, '', true)
     // Listed twice, one server would be sent twice max_concurrency_per_backend.
-    reportDuplicates(backends.map((b) => serverOf(b.url)), `models.${i}.backends`, 'url', issues, ': the same server listed twice gets twice max_concurrency_per_backend (use weight to favour it)')
+    reportDuplicates(backends.map((b) => serverOf(b.url)), `models.${i}.backends`, 'url', issues, ': the same server listed twice gets twice max_concurrency_per_backend (use weight to favour it)', true)
   })
   reportDuplicates(keys.map((k) => k.id), 'auth.keys', 'id', issues)
-  reportDuplicates(keys.map((k) => (typeof k.token_sha256 === 'string' ? k.token_sha256.toLowerCase() : undefined)), 'auth.keys', 'token_sha256', issues)
+  reportDuplicates(keys.map((k) => (typeof k.token_sha256 === 'string' ? k.token_sha256.toLowerCase() : undefined)), 'auth.keys', 'token_sha256', issues, '', true)
   reportDuplicates(users.map((u) => u.username), 'auth.users', 'username', issues)
   users.forEach((user, i) => {
     if (typeof user.password_scrypt !== 'string') return
@@ -137,12 +138,14 @@ function serverOf(url: unknown): string | undefined {
   return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`
 }
 
-function reportDuplicates(values: readonly unknown[], listPath: string, member: string, issues: ValidationIssue[], why = ''): void {
+/** Entries of a list whose `member` repeats an earlier one's; the value is named unless `secret` (a token hash, a URL). */
+function reportDuplicates(values: readonly unknown[], listPath: string, member: string, issues: ValidationIssue[], why = '', secret = false): void {
   const firstIndex = new Map<unknown, number>()
   values.forEach((value, i) => {
     if (value === undefined) return
     const first = firstIndex.get(value)
+    const shown = secret || typeof value !== 'string' ? '' : ` (${JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value)})`
     if (first === undefined) firstIndex.set(value, i)
-    else issues.push({ path: `${listPath}.${i}.${member}`, message: `duplicates ${listPath}.${first}.${member}${why}` })
+    else issues.push({ path: `${listPath}.${i}.${member}`, message: `duplicates ${listPath}.${first}.${member}${shown}${why}` })
   })
 }

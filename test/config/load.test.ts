@@ -482,6 +482,23 @@ upstreams:
     expect(found[0]!.message).toContain('give the server’s root')
   })
 
+  it('names the repeated value of a duplicate, but not a token hash', () => {
+    const found = issues(`models:
+  - name: llama
+    backends: [{ url: "http://127.0.0.1:8000" }]
+  - name: llama
+    backends: [{ url: "http://127.0.0.1:8001" }]
+auth:
+  keys:
+    - { id: a, token_sha256: "${'ab'.repeat(32)}", scopes: [chat] }
+    - { id: b, token_sha256: "${'ab'.repeat(32)}", scopes: [chat] }
+`)
+    expect(found).toEqual([
+      { path: 'models.1.name', message: 'duplicates models.0.name ("llama")' },
+      { path: 'auth.keys.1.token_sha256', message: 'duplicates auth.keys.0.token_sha256' },
+    ])
+  })
+
   it('refuses a server.host with a port in it, and takes hosts and IPv6 addresses', () => {
     expect(issues('server: { host: "localhost:8080" }\n' + MODEL)).toEqual([{ path: 'server.host', message: expect.stringContaining('give the host alone') }])
     for (const host of ['0.0.0.0', '::', '::1', 'gateway.internal']) expect(ok(`server: { host: "${host}" }\n${MODEL}`).server.host).toBe(host)
