@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { Ajv } from 'ajv'
-import { LineCounter, parseDocument } from 'yaml'
+import { LineCounter, parseDocument, visit, type Document } from 'yaml'
 import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
 import { interpolateDocument, type Environment, type Interpolation } from './interpolate.js'
 import { crossCheck, resolveConfig, type GatewayConfig } from './resolve.js'
@@ -36,11 +36,11 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
   const lines = new LineCounter()
   const document = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines })
   const problems = [...document.errors, ...document.warnings]
+  const where = (offset: number) => {
+    const { line, col } = lines.linePos(offset)
+    return `line ${line}, column ${col}`
+  }
   if (problems.length > 0) {
-    const where = (offset: number) => {
-      const { line, col } = lines.linePos(offset)
-      return `line ${line}, column ${col}`
-    }
     // yaml may report one problem twice (an unclosed flow map: BAD_INDENT twice at one place).
     return { ok: false, issues: distinct(problems.map((e) => ({ path: '', message: `${yamlProblem(e.code)} at ${where(e.pos[0])}` }))) }
   }
@@ -52,7 +52,9 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
     if (!validate(data) && asTextWhereStringsGo(validate.errors, typed)) data = document.toJS() ?? {}
   } catch (error) {
     // yaml refuses aliases that expand without bound (a "billion laughs" file), and unresolved ones, by throwing.
-    return { ok: false, issues: [...issues, { path: '', message: yamlThrownProblem(error) }] }
+    const alias = unresolvedAliasAt(document)
+    const at = alias === null ? '' : ` at ${where(alias)}`
+    return { ok: false, issues: [...issues, { path: '', message: `${yamlThrownProblem(error)}${at}` }] }
   }
   if (!validate(data)) issues.push(...issuesBesides(unset, toIssues(validate.errors)))
   // Cross-key checks run on whatever parsed, so one run reports everything.
@@ -113,4 +115,17 @@ export async function loadConfigFile(file: string, env: Environment): Promise<Ga
   const result = parseConfig(text, env)
   if (!result.ok) throw new ConfigError(file, result.issues)
   return result.config
+}
+
+/** Where the first alias naming no anchor is (yaml throws for it without a position: an operator audit), or null. */
+function unresolvedAliasAt(document: Document): number | null {
+  let at: number | null = null
+  visit(document, {
+    Alias(_key, node) {
+      if (node.resolve(document) !== undefined || node.range === undefined || node.range === null) return undefined
+      at = node.range[0]
+      return visit.BREAK
+    },
+  })
+  return at
 }

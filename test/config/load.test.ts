@@ -398,6 +398,14 @@ models:
     for (const secret of ['STAR2xyz', 'TAGHANDLE9secret', 'abcSECRETtag', 'ZZZZSECRET', 'uZZZZ']) expect(JSON.stringify(found)).not.toContain(secret)
   })
 
+  // Regression (an operator audit): yaml throws for an alias naming no anchor, with no position.
+  it('says where an alias naming no anchor is', () => {
+    const found = issues(`${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: *sk-live-SECRET } }\n`)
+    expect(found).toHaveLength(1)
+    expect(found[0]!.message).toMatch(/\(BAD_ALIAS\) at line \d+, column \d+$/)
+    expect(JSON.stringify(found)).not.toContain('SECRET')
+  })
+
   it('reports a document that is not a mapping', () => {
     expect(issues('- a\n')).toEqual([{ path: '', message: 'must be an object' }])
   })
