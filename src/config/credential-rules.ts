@@ -12,9 +12,6 @@
  * - a URL may not carry `user:password@`: it is not used for auth (the
  *   connection pool takes the origin only) and a backend's URL is its
  *   default name, so the password showed in metric labels and logs;
- * - a credential that is just `$NAME` or `{NAME}` is a variable written
- *   without `${…}`: it is not expanded, and went upstream as the literal
- *   text (the upstream's 401 then looked like the client's fault);
  * - a URL must parse (the schema's pattern passed `http://127.0.0.1:99999`,
  *   and the gateway then failed to start with a TypeError) and carry no
  *   query or fragment (the request path is appended to the URL's path, and
@@ -28,13 +25,6 @@ export function headerSecretProblem(value: string): string | null {
   if (/[^\u0020-\u007e]/.test(value)) return 'contains a character beyond printable ASCII, which an HTTP header cannot carry as is'
   if (value.trim() !== value) return 'starts or ends with a space, which HTTP drops from a header value'
   return null
-}
-
-/** A config credential: what a header or Basic half must be, and not a variable left unexpanded. */
-export function configCredentialProblem(value: string, check: (value: string) => string | null): string | null {
-  const name = /^\$([A-Za-z_][A-Za-z0-9_]*)$|^\$?\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(value)
-  if (name !== null) return `looks like the variable ${name[1] ?? name[2]} written without \${…}, which is not expanded: write \${${name[1] ?? name[2]}}`
-  return check(value)
 }
 
 /** Why `value` cannot be one half of Basic credentials; null when it can. */

@@ -8,7 +8,7 @@ import { Ajv } from 'ajv'
 import { LineCounter, parseDocument, visit, type Document } from 'yaml'
 import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
 import { interpolateDocument, type Environment, type Interpolation } from './interpolate.js'
-import { crossCheck, resolveConfig, type GatewayConfig } from './resolve.js'
+import { crossCheck, resolveConfig, unexpandedVariableIssues, type GatewayConfig } from './resolve.js'
 import { toIssues, formatIssue, pointerToPath, type ValidationIssue } from '../schemas/validation-issue.js'
 import { yamlProblem, yamlThrownProblem } from './yaml-problems.js'
 
@@ -44,8 +44,10 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
     // yaml may report one problem twice (an unclosed flow map: BAD_INDENT twice at one place).
     return { ok: false, issues: distinct(problems.map((e) => ({ path: '', message: `${yamlProblem(e.code)} at ${where(e.pos[0])}` }))) }
   }
+  // Judged on the file as written: interpolation would put the environment's values in their place.
+  const unexpanded = unexpandedVariableIssues(rawData(document))
   const { issues: unset, typed } = interpolateDocument(document, env)
-  const issues = [...unset]
+  const issues = [...unset, ...unexpanded]
   let data: unknown
   try {
     data = document.toJS() ?? {}
@@ -128,4 +130,13 @@ function unresolvedAliasAt(document: Document): number | null {
     },
   })
   return at
+}
+
+/** The document's data before interpolation, or undefined when it cannot be read as data (reported later). */
+function rawData(document: Document): unknown {
+  try {
+    return document.toJS()
+  } catch {
+    return undefined
+  }
 }

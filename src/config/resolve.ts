@@ -8,7 +8,7 @@ import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schem
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_PORT, DEFAULT_QUEUED_BODY_LIMIT_BYTES } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
-import { basicCredentialProblem, configCredentialProblem, headerSecretProblem, baseUrlProblem, redisUrlProblem, v1BaseProblem } from './credential-rules.js'
+import { basicCredentialProblem, headerSecretProblem, baseUrlProblem, redisUrlProblem, v1BaseProblem } from './credential-rules.js'
 
 export type BackendSettings = RawBackendConfig & { readonly name: string }
 export type ModelSettings = Omit<RawModelConfig, 'backends' | 'served_name'> & {
@@ -114,7 +114,7 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
   models.forEach((model, i) => {
     records(model.backends).forEach((backend, j) => {
       report(`models.${i}.backends.${j}.url`, backend.url, (v) => baseUrlProblem(v) ?? v1BaseProblem(v))
-      report(`models.${i}.backends.${j}.api_key`, backend.api_key, (v) => configCredentialProblem(v, headerSecretProblem))
+      report(`models.${i}.backends.${j}.api_key`, backend.api_key, headerSecretProblem)
     })
   })
   for (const name of ['training', 'checkpoints', 'objects']) {
@@ -124,12 +124,36 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
     // The objects upstream's path (/obj/read) has no /v1 of the gateway's in front.
     report(`upstreams.${name}.url`, member(upstream, 'url'), (v) => baseUrlProblem(v) ?? (name === 'objects' ? null : v1BaseProblem(v)))
     // Empty, the union of auth forms fails as a whole; this says which member to fix (a variable set but empty?).
-    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), (v) => (v === '' ? EMPTY_CREDENTIAL : configCredentialProblem(v, headerSecretProblem)))
-    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => (v === '' ? EMPTY_CREDENTIAL : configCredentialProblem(v, (u) => basicCredentialProblem(u, 'username'))))
-    report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => configCredentialProblem(v, (p) => basicCredentialProblem(p, 'password')))
+    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), (v) => (v === '' ? EMPTY_CREDENTIAL : headerSecretProblem(v)))
+    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => (v === '' ? EMPTY_CREDENTIAL : basicCredentialProblem(v, 'username')))
+    report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => basicCredentialProblem(v, 'password'))
   }
   return issues
 }
+
+/**
+ * Credentials written in the file as `$NAME` (an environment variable's
+ * name in capitals, without `${…}`): not expanded, they went upstream as
+ * that text (an operator audit). Judged on the file as written, before
+ * interpolation, so a value that came from the environment, or from the
+ * `$${` escape, never is; the value is not repeated in the message.
+ */
+export function unexpandedVariableIssues(raw: unknown): ValidationIssue[] {
+  const issues: ValidationIssue[] = []
+  const report = (path: string, value: unknown) => {
+    if (typeof value === 'string' && /^\$[A-Z_][A-Z0-9_]*$/.test(value)) issues.push({ path, message: UNEXPANDED })
+  }
+  records(member(raw, 'models')).forEach((model, i) => records(model.backends).forEach((backend, j) => report(`models.${i}.backends.${j}.api_key`, backend.api_key)))
+  for (const name of ['training', 'checkpoints', 'objects']) {
+    const auth = member(member(member(raw, 'upstreams'), name), 'auth')
+    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'))
+    report(`upstreams.${name}.auth.basic.username`, member(member(auth, 'basic'), 'username'))
+    report(`upstreams.${name}.auth.basic.password`, member(member(auth, 'basic'), 'password'))
+  }
+  return issues
+}
+
+const UNEXPANDED = 'looks like an environment variable written as $NAME, which is not expanded: write ${NAME}'
 
 /** A backend URL as the server it names: `http://H:1/` and `http://h:1` are one. */
 function serverOf(url: unknown): string | undefined {

@@ -461,18 +461,35 @@ describe('parseConfig: credentials for backends and upstreams', () => {
 
   // Regression (an operator audit): `$VLLM_API_KEY` (no braces) passed check and went upstream as the
   // literal text; the upstream's 401 reached the client as if its own key were wrong.
-  it('refuses a credential that is a variable written without ${…}', () => {
+  it('refuses a credential written as $NAME in the file, without repeating it', () => {
     const found = issues(`models:
   - name: m
-    backends: [{ url: "http://127.0.0.1:8000", api_key: "$VLLM_API_KEY" }]
+    backends: [{ url: "http://127.0.0.1:8000", api_key: $VLLM_API_KEY }]
 upstreams:
-  training: { url: "http://t:1", auth: { bearer: "{TRAINING_TOKEN}" } }
+  training: { url: "http://t:1", auth: { bearer: "$TRAINING_TOKEN" } }
   objects: { url: "http://o:1", auth: { basic: { username: api, password: "$OBJECTS_PASSWORD" } } }
 `)
     expect(paths(found)).toEqual(['models.0.backends.0.api_key', 'upstreams.training.auth.bearer', 'upstreams.objects.auth.basic.password'])
-    expect(found[0]!.message).toContain('write ${VLLM_API_KEY}')
-    // A secret that merely contains a $ is fine.
-    expect(ok('models:\n  - name: m\n    backends: [{ url: "http://127.0.0.1:8000", api_key: "sk-$$x9" }]\n').models[0]!.backends[0]!.api_key).toBe('sk-$$x9')
+    expect(found[0]!.message).toContain('write ${NAME}')
+    for (const name of ['VLLM_API_KEY', 'TRAINING_TOKEN', 'OBJECTS_PASSWORD']) expect(JSON.stringify(found)).not.toContain(name)
+  })
+
+  // Regression (review): judged after interpolation, a password that came from the environment and
+  // started with $ was refused, and printed; so was the documented escape $${…}.
+  it('judges the file as written: a value from the environment, the $${ escape and a $-password pass', () => {
+    const config = ok(
+      `models:
+  - name: m
+    backends: [{ url: "http://127.0.0.1:8000", api_key: "$$\{LITERAL}" }]
+upstreams:
+  training: { url: "http://t:1", auth: { bearer: "\${TOKEN}" } }
+  objects: { url: "http://o:1", auth: { basic: { username: api, password: "$ecretPassw0rd" } } }
+`,
+      { TOKEN: '$SUMMER2024' },
+    )
+    expect(config.models[0]!.backends[0]!.api_key).toBe('${LITERAL}')
+    expect(config.upstreams.training?.auth).toEqual({ bearer: '$SUMMER2024' })
+    expect(config.upstreams.objects?.auth).toEqual({ basic: { username: 'api', password: '$ecretPassw0rd' } })
   })
 
   // Regression (an operator audit): the OpenAI clients' base URL habit passed check, and the gateway
