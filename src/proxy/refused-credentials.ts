@@ -1,18 +1,40 @@
 /**
  * A backend or platform upstream that answers 401 refused the gateway's own
- * credentials: clients' are checked here and never forwarded, so its
- * `api_key` (or the upstream's `auth`) is what is wrong. The client still
- * gets the answer as it came (DESIGN.md), which reads like its own key was
- * refused; the operator gets a warn line and
- * `sluice_upstream_errors_total{reason="auth_refused"}` (an operator audit
- * found nothing but the access line's 401). A 403 is left alone: an
- * upstream may refuse one resource to a caller it did authenticate.
+ * credentials: clients' are checked here and not forwarded (except to an
+ * upstream with `forward_client: true`, whose 401 is about the client and
+ * is left alone), so its `api_key` (or the upstream's `auth`, or its lack)
+ * is what is wrong. The client still gets the answer as it came
+ * (DESIGN.md), which reads like its own key was refused; the operator gets
+ * `sluice_upstream_errors_total{reason="auth_refused"}` for each, and a
+ * warn line at most once a minute per backend with how many it stands for
+ * (an operator audit found nothing but the access line's 401). A 403 is
+ * left alone: an upstream may refuse one resource to a caller it did
+ * authenticate.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { Metrics } from '../metrics/registry.js'
 
-export function noteRefusedCredentials(metrics: Metrics, log: FastifyBaseLogger, where: { readonly model: string; readonly backend: string }, status: number): void {
+/** Once a minute per backend or upstream: a wrong key refuses every request. */
+const WARN_EVERY_MS = 60_000
+
+export interface RefusalSite {
+  readonly model: string
+  readonly backend: string
+  /** The backend or upstream itself: where the warn line's pacing is kept. */
+  readonly target: object
+}
+
+const paced = new WeakMap<object, { at: number; since: number }>()
+
+export function noteRefusedCredentials(metrics: Metrics, log: FastifyBaseLogger, site: RefusalSite, status: number, requestId: string, now: number): void {
   if (status !== 401) return
-  metrics.upstreamErrors.inc({ model: where.model, backend: where.backend, reason: 'auth_refused' })
-  log.warn({ model: where.model === '' ? null : where.model, backend: where.backend, status }, 'the backend refused the gateway’s own credentials (401): check its api_key, or the upstream’s auth')
+  metrics.upstreamErrors.inc({ model: site.model, backend: site.backend, reason: 'auth_refused' })
+  const last = paced.get(site.target)
+  if (last !== undefined && now - last.at < WARN_EVERY_MS) {
+    last.since++
+    return
+  }
+  paced.set(site.target, { at: now, since: 0 })
+  const fields = { request_id: requestId, model: site.model === '' ? null : site.model, backend: site.backend, status, refused_since_last_line: last?.since ?? 0 }
+  log.warn(fields, 'the backend refused the gateway’s own credentials (401): check its api_key, or the upstream’s auth')
 }

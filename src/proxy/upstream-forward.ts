@@ -55,7 +55,9 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   const response = await callUpstream(ctx, request, upstream, call, upstreamAbort)
   if (response === null) return reply
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
-  noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name }, response.statusCode)
+  // With forward_client the credentials refused are the client's own: its answer, not the operator's problem.
+  const forwardsClient = upstream.settings.auth !== undefined && 'forward_client' in upstream.settings.auth
+  if (!forwardsClient) noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name, target: upstream }, response.statusCode, request.facts.requestId, ctx.clock.now())
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)
   // The body goes through unchanged, so its length does too (a HEAD answer's is told nowhere else).
