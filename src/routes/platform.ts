@@ -112,3 +112,16 @@ function registerNotConfigured(app: FastifyInstance, route: PlatformRoute): void
     handler: () => Promise.reject(notConfigured()),
   })
 }
+
+/**
+ * Whether `method path` is a platform route this gateway has no upstream
+ * for: the 404 that says "served for …" must not offer it (it answers 404
+ * too). HEAD goes with GET, as fastify serves it.
+ */
+export function servedWithoutUpstream(upstreams: ReadonlyMap<UpstreamName, unknown>): (method: string, path: string) => boolean {
+  const stubs = PLATFORM_ROUTES.filter((route) => !upstreams.has(route.upstream)).map((route) => ({
+    methods: route.method === 'GET' ? ['GET', 'HEAD'] : [route.method],
+    pattern: new RegExp(`^${route.url.replace(/:[a-z_]+/g, '[^/]+')}$`),
+  }))
+  return (method, path) => stubs.some((stub) => stub.methods.includes(method) && stub.pattern.test(path))
+}
