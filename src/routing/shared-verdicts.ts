@@ -26,7 +26,7 @@ export interface VerdictHost {
   readonly clock: Clock
   readonly logger: Logger
   readonly board: HealthBoard
-  /** Whether this generation serves new requests (a retired one shares nothing and checks nothing for others). */
+  /** Whether this generation serves new requests (a retired one shares nothing; it still checks verdicts for its own routing). */
   serving(): boolean
   stopped(): boolean
   /** Runs the backend's health check now: true when it passed. */
@@ -50,6 +50,8 @@ export class SharedVerdicts {
   readonly #lastSetAside = new WeakMap<Backend, SharedVerdict>()
   /** When (in ticks) the latest passed own check on each backend started: a failure that started earlier holds nothing. */
   readonly #passedSince = new WeakMap<Backend, number>()
+  /** When (in ticks) the latest failed own check on each backend started: a pass that started earlier lets nothing go. */
+  readonly #failedSince = new WeakMap<Backend, number>()
 
   constructor(host: VerdictHost) {
     this.#host = host
@@ -104,7 +106,7 @@ export class SharedVerdicts {
     this.#passed(backend, started)
     const held = backend.shared
     if (held === null || !inForce(held, now)) return
-    if (started > (this.#heldSince.get(backend) ?? 0)) this.#setAside(route, backend)
+    if (this.#newest(backend, started)) this.#setAside(route, backend)
     else if (needsOwnCheck(backend.health, held, now)) this.#check(route, backend)
   }
 
@@ -159,9 +161,14 @@ export class SharedVerdicts {
     this.#passed(backend, started)
     const latest = this.#heard.get(backend)
     if (latest === undefined || latest === null) return
-    if (started > (this.#heldSince.get(backend) ?? 0)) this.#setAside(route, backend)
-    // Held after this check began (at once, the backend not confirmed then): one more.
+    if (this.#newest(backend, started)) this.#setAside(route, backend)
+    // Held, or failed by another check, after this one began: one more.
     else if (needsOwnCheck(backend.health, latest, now)) this.#check(route, backend)
+  }
+
+  /** A pass that began after the hold and after the latest failed own check: it may let the verdict go. */
+  #newest(backend: Backend, started: number): boolean {
+    return started > (this.#heldSince.get(backend) ?? 0) && started > (this.#failedSince.get(backend) ?? 0)
   }
 
   /**
@@ -170,6 +177,7 @@ export class SharedVerdicts {
    * check answering late must not override a newer pass).
    */
   #failed(route: ModelRoute, backend: Backend, started: number, now: number): void {
+    this.#failedSince.set(backend, Math.max(started, this.#failedSince.get(backend) ?? 0))
     const latest = this.#heard.get(backend)
     if (latest === undefined || latest === null || !inForce(latest, now) || backend.shared === latest) return
     if (started > (this.#passedSince.get(backend) ?? 0)) this.#hold(route, backend, latest)

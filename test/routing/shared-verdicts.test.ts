@@ -106,6 +106,19 @@ describe('SharedVerdicts', () => {
     expect(h.usable()).toBe(true)
   })
 
+  // Regression (review): a slow pass let the held verdict go though a check begun after it had failed.
+  it('a passed check that began before a failed one lets nothing go', async () => {
+    const h = harness()
+    h.hear(down(h.now()))
+    await h.answer(false)
+    // A refresh: held at once, and checked; a scheduled check begins after that check, and fails first.
+    h.hear(down(h.now(), 61_000))
+    const scheduled = h.scheduled()
+    scheduled(false)
+    await h.answer(true)
+    expect(h.usable()).toBe(false)
+  })
+
   it('a failed check that began after the last passed one holds the verdict', async () => {
     const h = harness()
     h.scheduled()(true)
