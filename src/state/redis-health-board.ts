@@ -44,6 +44,8 @@ export class RedisHealthBoard implements HealthBoard {
    * and a replica not yet sure of the backend would take it.
    */
   readonly #lostClears = new Set<string>()
+  /** Publishes and withdrawals issued per `model\0backend`: a withdrawal found lost after a newer call was issued is not made again. */
+  readonly #issued = new Map<string, number>()
   /**
    * Messages heard so far, and that count at each backend's latest
    * (`model\0backend`). A read of the hash and the channel's messages come
@@ -66,14 +68,22 @@ export class RedisHealthBoard implements HealthBoard {
 
   publish(model: string, backend: string, verdict: SharedVerdict): void {
     const keepMs = Math.max(1, Math.ceil(verdict.expiresAt - this.#clock.now()))
-    this.#lostClears.delete(`${model}\0${backend}`)
+    const entry = `${model}\0${backend}`
+    this.#lostClears.delete(entry)
+    this.#issued.set(entry, (this.#issued.get(entry) ?? 0) + 1)
     const signed = { ...verdict, by: this.#signer }
     const message = JSON.stringify({ backend, verdict: signed })
     this.#call(model, 'sluiceHealthPublish', this.#keysOf(model), [backend, JSON.stringify(signed), keepMs, message])
   }
 
   clear(model: string, backend: string): void {
-    const lost = (): void => void this.#lostClears.add(`${model}\0${backend}`)
+    const entry = `${model}\0${backend}`
+    const issued = (this.#issued.get(entry) ?? 0) + 1
+    this.#issued.set(entry, issued)
+    // Its failure may be known only after a newer publish was issued (and lost too): that one's verdict stands.
+    const lost = (): void => {
+      if (this.#issued.get(entry) === issued) this.#lostClears.add(entry)
+    }
     this.#call(model, 'sluiceHealthClear', this.#keysOf(model), [backend, JSON.stringify({ backend, verdict: null }), this.#signer], lost)
   }
 

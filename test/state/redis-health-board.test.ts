@@ -98,4 +98,30 @@ describe('RedisHealthBoard: a read and a message', () => {
     ])
     board.close()
   })
+
+  // Regression (review): a withdrawal's failure, known only after a newer publish was issued (and lost
+  // too), put it back on the list, and Redis coming back withdrew the verdict this gateway still held.
+  it('a lost withdrawal overtaken by a newer publish is not made again when Redis answers', async () => {
+    const calls: string[] = []
+    const link = Object.assign(new EventEmitter(), {
+      keyPrefix: 'sluice:',
+      up: () => true,
+      run: (script: string) => {
+        calls.push(script)
+        return script === 'sluiceHealthRead' ? Promise.resolve([]) : Promise.reject(new Error('connection lost'))
+      },
+      subscribe: () => undefined,
+      loggable: (error: unknown) => error,
+    }) as unknown as RedisLink
+    const board = new RedisHealthBoard(link, { now: () => Date.now() }, quiet, 'gateway-a')
+    board.watch('m', ['b1'], () => undefined)
+    board.clear('m', 'b1')
+    board.publish('m', 'b1', { up: false, ejectedUntil: 0, expiresAt: Date.now() + 60_000 })
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    calls.length = 0
+    link.emit('up')
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(calls).not.toContain('sluiceHealthClear')
+    board.close()
+  })
 })
