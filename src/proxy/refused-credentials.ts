@@ -17,24 +17,28 @@ import type { Metrics } from '../metrics/registry.js'
 /** Once a minute per backend or upstream: a wrong key refuses every request. */
 const WARN_EVERY_MS = 60_000
 
+/** When a backend's or upstream's last warn line was written, and the refusals since. */
+export interface RefusalPace {
+  at: number
+  since: number
+}
+
 export interface RefusalSite {
   readonly model: string
   readonly backend: string
-  /** The backend or upstream itself: where the warn line's pacing is kept. */
-  readonly target: object
+  /** The backend or upstream itself, which keeps the warn line's pacing. */
+  readonly target: { refusalPace: RefusalPace | null }
 }
-
-const paced = new WeakMap<object, { at: number; since: number }>()
 
 export function noteRefusedCredentials(metrics: Metrics, log: FastifyBaseLogger, site: RefusalSite, status: number, requestId: string, now: number): void {
   if (status !== 401) return
   metrics.upstreamErrors.inc({ model: site.model, backend: site.backend, reason: 'auth_refused' })
-  const last = paced.get(site.target)
-  if (last !== undefined && now - last.at < WARN_EVERY_MS) {
+  const last = site.target.refusalPace
+  if (last !== null && now - last.at < WARN_EVERY_MS) {
     last.since++
     return
   }
-  paced.set(site.target, { at: now, since: 0 })
+  site.target.refusalPace = { at: now, since: 0 }
   const fields = { request_id: requestId, model: site.model === '' ? null : site.model, backend: site.backend, status, refused_since_last_line: last?.since ?? 0 }
   log.warn(fields, 'the backend refused the gateway’s own credentials (401): check its api_key, or the upstream’s auth')
 }

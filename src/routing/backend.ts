@@ -4,6 +4,7 @@ import { exactConnector } from './exact-connector.js'
 import type { BackendSettings, ModelSettings } from '../config/resolve.js'
 import { INITIAL_HEALTH, isUsableWith, type HealthState, type SharedVerdict } from './health-state.js'
 import type { VllmLoad } from './vllm-load.js'
+import type { RefusalPace } from '../proxy/refused-credentials.js'
 
 export class Backend {
   readonly model: string
@@ -21,6 +22,8 @@ export class Backend {
   health: HealthState = INITIAL_HEALTH
   /** Another replica's verdict from the shared health board (Redis mode), or null. */
   shared: SharedVerdict | null = null
+  /** The pacing of the "refused the gateway's credentials" warn line (proxy/refused-credentials.ts). */
+  refusalPace: RefusalPace | null = null
   /** The backend's own load from its /metrics, with when it was read. */
   load: { readonly value: VllmLoad; readonly at: number } | null = null
 

@@ -2,11 +2,14 @@
 import { Pool } from 'undici'
 import { exactConnector } from './exact-connector.js'
 import type { UpstreamName, UpstreamSettings } from '../config/schema.js'
+import type { RefusalPace } from '../proxy/refused-credentials.js'
 
 export class Upstream {
   readonly name: UpstreamName
   readonly settings: UpstreamSettings
   readonly pool: Pool
+  /** The pacing of the "refused the gateway's credentials" warn line (proxy/refused-credentials.ts). */
+  refusalPace: RefusalPace | null = null
   readonly #prefix: string
 
   constructor(name: UpstreamName, settings: UpstreamSettings) {
