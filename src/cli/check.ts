@@ -22,6 +22,9 @@ export async function runCheck(file: string, env: Environment): Promise<number> 
     if (timing !== null) console.log(`warning: ${timing}`)
     return 0
   }
+  // Which file, on stderr: stdout stays one `path: message` per line for scripts (an operator audit
+  // checking several files could not tell whose problems these were).
+  console.error(`${file}: invalid configuration, ${result.issues.length} problem(s):`)
   for (const issue of result.issues) console.log(formatIssue(issue))
   return 1
 }

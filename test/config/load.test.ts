@@ -697,10 +697,11 @@ models:
     expect(run.stdout).toContain('warning: auth.users: the password hashes use different scrypt settings (N=1024 r=8 p=1 key=64; N=2048 r=8 p=1 key=64)')
   })
 
-  it('check exits 1 for invalid YAML', async () => {
+  it('check exits 1 for invalid YAML, naming the file on stderr', async () => {
     const run = await cli(['check', '--config', await file('broken.yaml', 'server: [\n')])
     expect(run.code).toBe(1)
     expect(run.stdout).toMatch(/^\(root\): YAML: /)
+    expect(run.stderr).toMatch(/broken\.yaml: invalid configuration, \d+ problem\(s\):/)
   })
 
   it('check exits 1 for a file that does not exist', async () => {
