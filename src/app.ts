@@ -16,7 +16,7 @@ import { isValidRequestId } from './schemas/request-id.js'
 import { registerChatRoutes } from './routes/chat.js'
 import { registerModelRoutes } from './routes/models.js'
 import { registerServiceRoutes } from './routes/service.js'
-import { registerPlatformRoutes, servedWithoutUpstream } from './routes/platform.js'
+import { registerPlatformRoutes } from './routes/platform.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 import { sendContinue } from './auth/expect-continue.js'
 
@@ -32,7 +32,6 @@ export interface GatewayApp {
 
 export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   let draining = false
-  const withoutUpstream = servedWithoutUpstream(ctx.upstreams)
   let handle: RequestHandler | null = null
   const app = Fastify({
     // The listener belongs to server.ts; fastify gets a server it never listens on.
@@ -92,7 +91,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     }
     // Answered before the body is read: nothing would use it (a JSON body up to the limit was parsed for a 404).
     if (request.facts.route === 'unknown') {
-      done(notFound(app, request, withoutUpstream))
+      done(notFound(app, request))
       return
     }
     // Routes without credentials to check say "100 Continue" at once.
@@ -102,7 +101,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   registerJsonBodyParser(app, ctx.config.server.body_limit_bytes)
   app.setErrorHandler(errorHandler)
   // The onRequest hook answers unknown paths first; this keeps fastify's own 404 body out should one get past it.
-  app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(app, request, withoutUpstream)))
+  app.setNotFoundHandler((request, reply) => sendError(request, reply, notFound(app, request)))
 
   registerServiceRoutes(app, ctx)
   registerModelRoutes(app, ctx, ctx.clock.now())
@@ -122,11 +121,10 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
 /** Every method a route here is served for (HEAD with each GET). */
 const SERVED_METHODS = ['GET', 'HEAD', 'POST'] as const
 
-/** `withoutUpstream`: routes registered only to say their upstream is missing, not offered as served. */
-function notFound(app: FastifyInstance, request: FastifyRequest, withoutUpstream: (method: string, path: string) => boolean): GatewayError {
+function notFound(app: FastifyInstance, request: FastifyRequest): GatewayError {
   const path = request.url.split('?')[0] ?? ''
   const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path
-  const served = SERVED_METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null && !withoutUpstream(method, path))
+  const served = SERVED_METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
   if (served.length === 0) return new GatewayError('not_found', `No route for ${request.method} ${shown}.`)
   // A known path asked with another method: DESIGN.md's table has no 405, so a 404 that says what is served there.
   const allow = served.join(', ')

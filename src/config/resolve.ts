@@ -104,7 +104,32 @@ export function resolveConfig(raw: RawGatewayConfig): { ok: true; config: Gatewa
 
 const EMPTY_CREDENTIAL = 'is empty: set it (a variable that is set but empty gives this)'
 
-/** The credentials rules of credential-rules.ts, for every backend and upstream. */
+/** Each place a config holds a credential the gateway sends, with what the value must be. */
+interface CredentialField {
+  readonly path: string
+  readonly value: unknown
+  readonly problem: (value: string) => string | null
+}
+
+function credentialFields(models: readonly Loose[], upstreams: unknown): CredentialField[] {
+  const fields: CredentialField[] = []
+  models.forEach((model, i) =>
+    records(model.backends).forEach((backend, j) => fields.push({ path: `models.${i}.backends.${j}.api_key`, value: backend.api_key, problem: headerSecretProblem })),
+  )
+  for (const name of ['training', 'checkpoints', 'objects']) {
+    const auth = member(member(upstreams, name), 'auth')
+    const basic = member(auth, 'basic')
+    // Empty, the union of auth forms fails as a whole; this says which member to fix (a variable set but empty?).
+    fields.push(
+      { path: `upstreams.${name}.auth.bearer`, value: member(auth, 'bearer'), problem: (v) => (v === '' ? EMPTY_CREDENTIAL : headerSecretProblem(v)) },
+      { path: `upstreams.${name}.auth.basic.username`, value: member(basic, 'username'), problem: (v) => (v === '' ? EMPTY_CREDENTIAL : basicCredentialProblem(v, 'username')) },
+      { path: `upstreams.${name}.auth.basic.password`, value: member(basic, 'password'), problem: (v) => basicCredentialProblem(v, 'password') },
+    )
+  }
+  return fields
+}
+
+/** The credentials rules of credential-rules.ts, for every backend and upstream URL and credential. */
 function credentialIssues(models: readonly Loose[], upstreams: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = []
   const report = (path: string, value: unknown, problem: (value: string) => string | null) => {
@@ -112,22 +137,13 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
     if (message !== null) issues.push({ path, message })
   }
   models.forEach((model, i) => {
-    records(model.backends).forEach((backend, j) => {
-      report(`models.${i}.backends.${j}.url`, backend.url, (v) => baseUrlProblem(v) ?? v1BaseProblem(v))
-      report(`models.${i}.backends.${j}.api_key`, backend.api_key, headerSecretProblem)
-    })
+    records(model.backends).forEach((backend, j) => report(`models.${i}.backends.${j}.url`, backend.url, (v) => baseUrlProblem(v) ?? v1BaseProblem(v)))
   })
   for (const name of ['training', 'checkpoints', 'objects']) {
-    const upstream = member(upstreams, name)
-    const auth = member(upstream, 'auth')
-    const basic = member(auth, 'basic')
     // The objects upstream's path (/obj/read) has no /v1 of the gateway's in front.
-    report(`upstreams.${name}.url`, member(upstream, 'url'), (v) => baseUrlProblem(v) ?? (name === 'objects' ? null : v1BaseProblem(v)))
-    // Empty, the union of auth forms fails as a whole; this says which member to fix (a variable set but empty?).
-    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'), (v) => (v === '' ? EMPTY_CREDENTIAL : headerSecretProblem(v)))
-    report(`upstreams.${name}.auth.basic.username`, member(basic, 'username'), (v) => (v === '' ? EMPTY_CREDENTIAL : basicCredentialProblem(v, 'username')))
-    report(`upstreams.${name}.auth.basic.password`, member(basic, 'password'), (v) => basicCredentialProblem(v, 'password'))
+    report(`upstreams.${name}.url`, member(member(upstreams, name), 'url'), (v) => baseUrlProblem(v) ?? (name === 'objects' ? null : v1BaseProblem(v)))
   }
+  for (const field of credentialFields(models, upstreams)) report(field.path, field.value, field.problem)
   return issues
 }
 
@@ -139,18 +155,9 @@ function credentialIssues(models: readonly Loose[], upstreams: unknown): Validat
  * `$${` escape, never is; the value is not repeated in the message.
  */
 export function unexpandedVariableIssues(raw: unknown): ValidationIssue[] {
-  const issues: ValidationIssue[] = []
-  const report = (path: string, value: unknown) => {
-    if (typeof value === 'string' && /^\$[A-Z_][A-Z0-9_]*$/.test(value)) issues.push({ path, message: UNEXPANDED })
-  }
-  records(member(raw, 'models')).forEach((model, i) => records(model.backends).forEach((backend, j) => report(`models.${i}.backends.${j}.api_key`, backend.api_key)))
-  for (const name of ['training', 'checkpoints', 'objects']) {
-    const auth = member(member(member(raw, 'upstreams'), name), 'auth')
-    report(`upstreams.${name}.auth.bearer`, member(auth, 'bearer'))
-    report(`upstreams.${name}.auth.basic.username`, member(member(auth, 'basic'), 'username'))
-    report(`upstreams.${name}.auth.basic.password`, member(member(auth, 'basic'), 'password'))
-  }
-  return issues
+  return credentialFields(records(member(raw, 'models')), member(raw, 'upstreams'))
+    .filter((field) => typeof field.value === 'string' && /^\$[A-Z_][A-Z0-9_]*$/.test(field.value))
+    .map((field) => ({ path: field.path, message: UNEXPANDED }))
 }
 
 const UNEXPANDED = 'looks like an environment variable written as $NAME, which is not expanded: write ${NAME}'

@@ -77,7 +77,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     if (client.aborted) return unlessCutOff(reply, client)
     throw refusalToError(error, ctx.metrics)
   }
-  if (answer.statusCode === 401) noteRefusedCredentials(ctx.metrics, request.log, { model: job.route.name, backend: answer.backend.name, target: answer.backend }, answer.statusCode, job.requestId, ctx.clock.now())
+  if (answer.statusCode === 401) noteRefusedCredentials(ctx.metrics, request.log, { model: job.route.name, backend: answer.backend.name, target: answer.backend }, job.requestId, ctx.clock.now())
   const settle = settlement(ctx, request, job, answer)
   // Added to the fresh map rather than spread into a new one: a spread that overrides keys is V8's slow path.
   const responseHeaders = responseHeadersFromUpstream(answer.headers)

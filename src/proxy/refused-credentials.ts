@@ -30,8 +30,8 @@ export interface RefusalSite {
   readonly target: { refusalPace: RefusalPace | null }
 }
 
-export function noteRefusedCredentials(metrics: Metrics, log: FastifyBaseLogger, site: RefusalSite, status: number, requestId: string, now: number): void {
-  if (status !== 401) return
+/** For an answer with status 401 (the caller checks: nothing is built for other answers). */
+export function noteRefusedCredentials(metrics: Metrics, log: FastifyBaseLogger, site: RefusalSite, requestId: string, now: number): void {
   metrics.upstreamErrors.inc({ model: site.model, backend: site.backend, reason: 'auth_refused' })
   const last = site.target.refusalPace
   if (last !== null && now - last.at < WARN_EVERY_MS) {
@@ -39,6 +39,6 @@ export function noteRefusedCredentials(metrics: Metrics, log: FastifyBaseLogger,
     return
   }
   site.target.refusalPace = { at: now, since: 0 }
-  const fields = { request_id: requestId, model: site.model === '' ? null : site.model, backend: site.backend, status, refused_since_last_line: last?.since ?? 0 }
+  const fields = { request_id: requestId, model: site.model === '' ? null : site.model, backend: site.backend, status: 401, refused_since_last_line: last?.since ?? 0 }
   log.warn(fields, 'the backend refused the gateway’s own credentials (401): check its api_key, or the upstream’s auth')
 }

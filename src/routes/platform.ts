@@ -99,29 +99,18 @@ export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext
 
 /**
  * A route whose upstream this gateway has no URL for: a 404 that says so,
- * before credentials or the body are looked at (an operator audit read
- * "No route for POST /v1/preview/training-jobs" as the route not existing).
+ * for every method, before credentials or the body are looked at (an
+ * operator audit read "No route for POST /v1/preview/training-jobs" as the
+ * route not existing, and the path's other methods were told "it is served
+ * for POST", which answered 404 too).
  */
 function registerNotConfigured(app: FastifyInstance, route: PlatformRoute): void {
-  const notConfigured = () => new GatewayError('not_found', `${route.method} ${route.url} is not served here: this gateway has no ${route.upstream} upstream (upstreams.${route.upstream} in its config).`)
+  const notConfigured = () => new GatewayError('not_found', `${route.url} is not served here: this gateway has no ${route.upstream} upstream (upstreams.${route.upstream} in its config).`)
   app.route({
-    method: route.method,
+    method: ['GET', 'HEAD', 'POST'],
     url: route.url,
     config: { family: route.family },
     onRequest: (_request, _reply, done) => done(notConfigured()),
     handler: () => Promise.reject(notConfigured()),
   })
-}
-
-/**
- * Whether `method path` is a platform route this gateway has no upstream
- * for: the 404 that says "served for …" must not offer it (it answers 404
- * too). HEAD goes with GET, as fastify serves it.
- */
-export function servedWithoutUpstream(upstreams: ReadonlyMap<UpstreamName, unknown>): (method: string, path: string) => boolean {
-  const stubs = PLATFORM_ROUTES.filter((route) => !upstreams.has(route.upstream)).map((route) => ({
-    methods: route.method === 'GET' ? ['GET', 'HEAD'] : [route.method],
-    pattern: new RegExp(`^${route.url.replace(/:[a-z_]+/g, '[^/]+')}$`),
-  }))
-  return (method, path) => stubs.some((stub) => stub.methods.includes(method) && stub.pattern.test(path))
 }

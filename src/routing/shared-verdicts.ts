@@ -101,13 +101,8 @@ export class SharedVerdicts {
    * waiting for its next refresh.
    */
   afterOwnCheck(route: ModelRoute, backend: Backend, started: number, healthy: boolean): void {
-    const now = this.#host.clock.now()
-    if (!healthy) return this.#failed(route, backend, started, now)
-    this.#passed(backend, started)
-    const held = backend.shared
-    if (held === null || !inForce(held, now)) return
-    if (this.#newest(backend, started)) this.#setAside(route, backend)
-    else if (needsOwnCheck(backend.health, held, now)) this.#check(route, backend)
+    const held = inForce(backend.shared, this.#host.clock.now()) ? backend.shared : null
+    this.#checked(route, backend, started, healthy, held)
   }
 
   /**
@@ -138,7 +133,7 @@ export class SharedVerdicts {
     const started = ++this.#tick
     const settle = (healthy: boolean) => {
       this.#checking.delete(backend)
-      this.#afterCheck(route, backend, started, healthy)
+      if (!this.#host.stopped()) this.#checked(route, backend, started, healthy, this.#heard.get(backend) ?? null)
     }
     this.#host
       .check(route, backend)
@@ -149,21 +144,20 @@ export class SharedVerdicts {
   }
 
   /**
-   * A verification check ended. Failed: the latest verdict heard is held. Passed:
-   * it is set aside, and a held one let go if the check began after the hold
-   * did (a refresh heard meanwhile changes nothing: refreshes from several
-   * replicas may come faster than any check answers).
+   * An own check ended, about `verdict` (the latest heard, for a check run
+   * for a verdict; the one held, for a scheduled check). Failed: the latest
+   * verdict heard is held. Passed: `verdict` is set aside, and a held one let
+   * go, if the check began after the hold and after the latest failed check
+   * (a refresh heard meanwhile changes nothing: refreshes from several
+   * replicas may come faster than any check answers); else one more check.
    */
-  #afterCheck(route: ModelRoute, backend: Backend, started: number, healthy: boolean): void {
-    if (this.#host.stopped()) return
+  #checked(route: ModelRoute, backend: Backend, started: number, healthy: boolean, verdict: SharedVerdict | null): void {
     const now = this.#host.clock.now()
     if (!healthy) return this.#failed(route, backend, started, now)
     this.#passed(backend, started)
-    const latest = this.#heard.get(backend)
-    if (latest === undefined || latest === null) return
+    if (verdict === null) return
     if (this.#newest(backend, started)) this.#setAside(route, backend)
-    // Held, or failed by another check, after this one began: one more.
-    else if (needsOwnCheck(backend.health, latest, now)) this.#check(route, backend)
+    else if (needsOwnCheck(backend.health, verdict, now)) this.#check(route, backend)
   }
 
   /** A pass that began after the hold and after the latest failed own check: it may let the verdict go. */

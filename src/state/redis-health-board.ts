@@ -37,18 +37,19 @@ export class RedisHealthBoard implements HealthBoard {
   /** What this gateway's verdicts carry as `by`: the same for all its generations. */
   readonly #signer: string
   readonly #watched = new Map<string, Watched>()
+  /** Publishes and withdrawals issued per backend (`entryOf`), in order. */
+  readonly #issued = new Map<string, number>()
   /**
-   * Withdrawals that did not reach Redis (`model\0backend`): made again when
-   * it answers, unless a verdict of ours on the backend came since. Lost,
+   * Withdrawals that did not reach Redis, with their number in `#issued`:
+   * made again when it answers, unless a newer call on the backend was
+   * issued since (its failure may be known only after that call). Lost,
    * this gateway's down verdict would stand until it lapsed (3 intervals),
    * and a replica not yet sure of the backend would take it.
    */
-  readonly #lostClears = new Set<string>()
-  /** Publishes and withdrawals issued per `model\0backend`: a withdrawal found lost after a newer call was issued is not made again. */
-  readonly #issued = new Map<string, number>()
+  readonly #lostClears = new Map<string, number>()
   /**
    * Messages heard so far, and that count at each backend's latest
-   * (`model\0backend`). A read of the hash and the channel's messages come
+   * (`entryOf`). A read of the hash and the channel's messages come
    * on two connections, so a read answered after a message it may predate
    * leaves that backend to the message (and to any that follow it).
    */
@@ -68,22 +69,16 @@ export class RedisHealthBoard implements HealthBoard {
 
   publish(model: string, backend: string, verdict: SharedVerdict): void {
     const keepMs = Math.max(1, Math.ceil(verdict.expiresAt - this.#clock.now()))
-    const entry = `${model}\0${backend}`
-    this.#lostClears.delete(entry)
-    this.#issued.set(entry, (this.#issued.get(entry) ?? 0) + 1)
+    this.#issue(entryOf(model, backend))
     const signed = { ...verdict, by: this.#signer }
     const message = JSON.stringify({ backend, verdict: signed })
     this.#call(model, 'sluiceHealthPublish', this.#keysOf(model), [backend, JSON.stringify(signed), keepMs, message])
   }
 
   clear(model: string, backend: string): void {
-    const entry = `${model}\0${backend}`
-    const issued = (this.#issued.get(entry) ?? 0) + 1
-    this.#issued.set(entry, issued)
-    // Its failure may be known only after a newer publish was issued (and lost too): that one's verdict stands.
-    const lost = (): void => {
-      if (this.#issued.get(entry) === issued) this.#lostClears.add(entry)
-    }
+    const entry = entryOf(model, backend)
+    const issued = this.#issue(entry)
+    const lost = (): void => void this.#lostClears.set(entry, issued)
     this.#call(model, 'sluiceHealthClear', this.#keysOf(model), [backend, JSON.stringify({ backend, verdict: null }), this.#signer], lost)
   }
 
@@ -93,7 +88,7 @@ export class RedisHealthBoard implements HealthBoard {
     this.#link.subscribe(watched.keys[1], (raw) => {
       const message = parseMessage(raw, this.#signer)
       if (message === null || !backends.includes(message.backend)) return
-      this.#lastMessage.set(`${model}\0${message.backend}`, ++this.#messages)
+      this.#lastMessage.set(entryOf(model, message.backend), ++this.#messages)
       onVerdict(message.backend, message.verdict)
     })
     if (this.#link.up()) void this.#read(model, watched)
@@ -120,12 +115,18 @@ export class RedisHealthBoard implements HealthBoard {
     })
   }
 
+  #issue(entry: string): number {
+    const issued = (this.#issued.get(entry) ?? 0) + 1
+    this.#issued.set(entry, issued)
+    return issued
+  }
+
   readonly #clearAgain = (): void => {
     const again = [...this.#lostClears]
     this.#lostClears.clear()
-    for (const entry of again) {
+    for (const [entry, issued] of again) {
       const [model, backend] = entry.split('\0') as [string, string]
-      if (this.#watched.has(model)) this.clear(model, backend)
+      if (this.#issued.get(entry) === issued && this.#watched.has(model)) this.clear(model, backend)
     }
   }
 
@@ -150,13 +151,18 @@ export class RedisHealthBoard implements HealthBoard {
       if (typeof flat[i] === 'string' && verdict !== null) found.set(flat[i] as string, verdict)
     }
     for (const backend of watched.backends) {
-      if ((this.#lastMessage.get(`${model}\0${backend}`) ?? 0) <= issued) watched.onVerdict(backend, found.get(backend) ?? null)
+      if ((this.#lastMessage.get(entryOf(model, backend)) ?? 0) <= issued) watched.onVerdict(backend, found.get(backend) ?? null)
     }
   }
 
   readonly #forgetAll = (): void => {
     for (const watched of this.#watched.values()) for (const backend of watched.backends) watched.onVerdict(backend, null)
   }
+}
+
+/** The key of a model's backend in this board's maps. */
+function entryOf(model: string, backend: string): string {
+  return `${model}\0${backend}`
 }
 
 /**
