@@ -9,7 +9,7 @@ import { LineCounter, parseDocument, visit, type Document } from 'yaml'
 import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
 import { interpolateDocument, type Environment, type Interpolation } from './interpolate.js'
 import { crossCheck, resolveConfig, unexpandedVariableIssues, type GatewayConfig } from './resolve.js'
-import { toIssues, formatIssue, pointerToPath, type ValidationIssue } from '../schemas/validation-issue.js'
+import { toIssues, formatIssue, pointerToPath, UNKNOWN_KEY, type ValidationIssue } from '../schemas/validation-issue.js'
 import { yamlProblem, yamlThrownProblem } from './yaml-problems.js'
 
 export type ConfigResult = { ok: true; config: GatewayConfig } | { ok: false; issues: ValidationIssue[] }
@@ -103,7 +103,7 @@ function distinct(issues: readonly ValidationIssue[]): ValidationIssue[] {
 function issuesBesides(unset: readonly ValidationIssue[], schema: readonly ValidationIssue[]): ValidationIssue[] {
   const unsetPaths = unset.map((i) => i.path)
   const echoes = (issue: ValidationIssue) =>
-    issue.message !== 'is not a known key' && unsetPaths.some((p) => p === issue.path || p.startsWith(`${issue.path}.`))
+    !issue.message.startsWith(UNKNOWN_KEY) && unsetPaths.some((p) => p === issue.path || p.startsWith(`${issue.path}.`))
   return schema.filter((issue) => !echoes(issue))
 }
 

@@ -4,6 +4,7 @@
  * of error bodies.
  */
 import type { ErrorObject } from 'ajv'
+import { closestName } from './closest-name.js'
 
 export interface ValidationIssue {
   /** Dotted path of the offending member; '' for the document itself. */
@@ -24,14 +25,23 @@ function join(path: string, member: string): string {
   return path === '' ? member : `${path}.${member}`
 }
 
+/** How every unknown-key issue starts, whatever hint follows. */
+export const UNKNOWN_KEY = 'is not a known key'
+
+/** Key names are the schema's, never secrets, so the hint may name one. */
+function didYouMean(name: string, known: readonly string[]): string {
+  const closest = closestName(name, known)
+  return closest === null ? '' : ` (did you mean "${closest}"?)`
+}
+
 /**
  * A key with a colon or white space in it is most likely `name:value` with no
  * space after the colon, which YAML reads as one key, value and all (an
  * `api_key:sk-…` typo): it is not echoed, as it may hold a secret.
  */
-function unknownKey(path: string, name: string): { path: string; message: string } {
-  if (!/[:\s]/.test(name)) return { path: join(path, name), message: 'is not a known key' }
-  return { path: join(path, '<key with ":" or a space>'), message: 'is not a known key (a "name:value" with no space after the colon is read as one key; its text is not shown, as it may hold a secret)' }
+function unknownKey(path: string, name: string, known: readonly string[]): { path: string; message: string } {
+  if (!/[:\s]/.test(name)) return { path: join(path, name), message: `${UNKNOWN_KEY}${didYouMean(name, known)}` }
+  return { path: join(path, '<key with ":" or a space>'), message: `${UNKNOWN_KEY} (a "name:value" with no space after the colon is read as one key; its text is not shown, as it may hold a secret)` }
 }
 
 function describe(error: ErrorObject): { path: string; message: string } {
@@ -41,7 +51,7 @@ function describe(error: ErrorObject): { path: string; message: string } {
     case 'required':
       return { path: join(path, String(params.missingProperty)), message: 'is required' }
     case 'additionalProperties':
-      return unknownKey(path, String(params.additionalProperty))
+      return unknownKey(path, String(params.additionalProperty), Object.keys(error.parentSchema?.properties ?? {}))
     case 'type': {
       const types = Array.isArray(params.type) ? params.type : String(params.type).split(',')
       return { path, message: `must be ${types.map(article).join(' or ')}` }

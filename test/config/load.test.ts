@@ -208,6 +208,18 @@ models:
     expect(found).toContainEqual({ path: 'models.0.backends.0.url', message: 'environment variable BACKEND_URL is not set' })
   })
 
+  it('names the key a misspelt one was meant to be, at any depth', () => {
+    const found = issues(`server: { prot: 8080 }
+models:
+  - name: m
+    backend:
+      - url: http://127.0.0.1:8000
+`)
+    expect(found).toContainEqual({ path: 'server.prot', message: 'is not a known key (did you mean "port"?)' })
+    expect(found).toContainEqual({ path: 'models.0.backend', message: 'is not a known key (did you mean "backends"?)' })
+    expect(found).toContainEqual({ path: 'models.0.backends', message: 'is required' })
+  })
+
   it('reports problems deep in lists with their index', () => {
     const found = issues(`models:
   - name: m

@@ -46,6 +46,11 @@ describe('toIssues', () => {
     expect(issuesFor(schema, { server: { bogus: 1 } })).toEqual([{ path: 'server.bogus', message: 'is not a known key' }])
   })
 
+  it('names the known key an unknown one was most likely meant to be', () => {
+    const schema = { type: 'object', properties: { port: { type: 'integer' }, host: { type: 'string' } }, additionalProperties: false }
+    expect(issuesFor(schema, { prot: 1 })).toEqual([{ path: 'prot', message: 'is not a known key (did you mean "port"?)' }])
+  })
+
   it.each([
     [{ type: 'integer' }, 'must be an integer'],
     [{ type: 'string' }, 'must be a string'],
