@@ -3,12 +3,14 @@
  * closes: finished normally, cut off by the client (logged as status 499,
  * nginx's "client closed request"), or cut off by the gateway because its
  * upstream broke off the answer (logged with the status the client got and
- * the error code). Bodies and credentials are never logged.
+ * the error code). Bodies, query strings and credentials are never logged.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Metrics } from './metrics/registry.js'
 
 export const CLIENT_CLOSED_REQUEST = 499
+/** Longer paths are cut (a client can send kilobytes of path; the line stays readable). */
+export const LOGGED_PATH_LIMIT = 256
 
 export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: FastifyReply): void {
   // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
@@ -25,6 +27,8 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
         principal: facts.principal?.id ?? null,
         route: facts.route,
         method: request.method,
+        path: loggedPath(request.url),
+        client_address: request.socket.remoteAddress ?? null,
         model: facts.model === '' ? null : facts.model,
         backend: facts.backend,
         status,
@@ -39,6 +43,16 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
       'request completed',
     )
   })
+}
+
+/**
+ * The path as the client sent it, without its query string: a query may
+ * carry a signature or a token, and the route's own ids are all in the path.
+ */
+export function loggedPath(url: string): string {
+  const query = url.indexOf('?')
+  const path = query === -1 ? url : url.slice(0, query)
+  return path.length <= LOGGED_PATH_LIMIT ? path : `${path.slice(0, LOGGED_PATH_LIMIT)}…`
 }
 
 function round(ms: number): number {

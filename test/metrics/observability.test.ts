@@ -47,6 +47,7 @@ const GIVEN_CHAT_ID = 'obs-given:Chat_1.a-2'
 const GIVEN_TRAINING_ID = 'obs-given.training-7'
 const BOGUS_MODEL = `bogus-model-${hex()}`
 const BOGUS_PATH = `/v1/bogus-path-${hex()}`
+const BOGUS_QUERY = hex()
 
 type Route = 'chat' | 'training' | 'checkpoints' | 'objects' | 'unknown'
 interface Usage {
@@ -297,7 +298,7 @@ async function runScript(): Promise<void> {
   await platformCall('checkpoint listing', 'checkpoints', `/v1/preview/models/${TRAINING_MODEL}/checkpoints`, { headers: { authorization: bearerPlatform } }, platformKey.id)
   const read = JSON.stringify({ project_id: 'demo/project', object_id: 'config', digest: 'latest' })
   await platformCall('object read', 'objects', '/obj/read', { method: 'POST', headers: { ...json, authorization: `Basic ${basic(ALICE)}` }, body: read }, ALICE.username)
-  await refused(await fetch(`${gw.url}${BOGUS_PATH}`), { name: 'bogus path', route: 'unknown', model: '', status: 404, principal: null })
+  await refused(await fetch(`${gw.url}${BOGUS_PATH}?signature=${BOGUS_QUERY}`), { name: 'bogus path', route: 'unknown', model: '', status: 404, principal: null })
 
   await abortedStream()
   const limited = await chatCall({ model: MODEL, messages: messagesOf('one too many') })
@@ -550,6 +551,8 @@ const FIELDS = [
   'completion_tokens',
   'retries',
   'error_code',
+  'path',
+  'client_address',
 ] as const
 
 describe('the access log', () => {
@@ -604,6 +607,14 @@ describe('the access log', () => {
         expect(line!.ttft_ms, s.name).toBeNull()
       }
     }
+  })
+
+  it('each line names the path the client asked for, without its query string, and where the client connected from', () => {
+    const byName = (name: string) => completedLines().find((l) => l.request_id === sent.find((s) => s.name === name)!.requestId)
+    expect(byName('bogus path')).toMatchObject({ path: BOGUS_PATH, client_address: '127.0.0.1' })
+    expect(byName('no key')).toMatchObject({ path: '/v1/chat/completions' })
+    for (const line of completedLines()) expect(line.client_address).toBe('127.0.0.1')
+    expect(JSON.stringify(gw.logLines())).not.toContain(BOGUS_QUERY)
   })
 
   it('the error lines carry the error code of the body the client got', () => {
