@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
+import { configWarnings } from './config/config-warnings.js'
 import type { GatewayConfig } from './config/resolve.js'
 import { BearerKeyring } from './auth/bearer.js'
 import type { Authenticators } from './auth/authenticate.js'
@@ -85,8 +86,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
   const upstreams = buildUpstreams(config)
   const metrics = overrides.metrics ?? createMetrics()
   const users = new BasicUserStore(config.auth.users)
-  const timing = users.timingWarning
-  if (timing !== null) logger.warn(timing)
+  for (const warning of configWarnings(config)) logger.warn(warning)
   const clock = overrides.clock ?? { now: () => Date.now() }
   for (const route of models.values()) {
     // inc(…, 0) creates a series without overwriting what another generation counts.

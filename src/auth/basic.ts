@@ -41,18 +41,6 @@ export class BasicUserStore {
     this.#decoy = { N: model.N, r: model.r, p: model.p, salt: randomBytes(16), hash: randomBytes(model.hash.length) }
   }
 
-  /**
-   * Said when the users' scrypt settings differ: the decoy can cost what
-   * one setting costs, so a wrong password for a user with another setting
-   * answers in another time, and that tells the user exists (a security
-   * audit: 0.26 s against 0.03 s for N=2^17 among N=2^14 users). Not
-   * refused: an operator may hold hashes made elsewhere; logged at every
-   * start and reload, and printed by `sluice check`.
-   */
-  get timingWarning(): string | null {
-    return mixedSettingsWarning([...this.#users.values()].map((stored) => stored.hash))
-  }
-
   /** `clientGone`: aborted when the client leaves; a check still waiting for its turn is dropped then. */
   async verify(username: string, password: string, clientGone?: AbortSignal): Promise<Principal | null> {
     const stored = this.#users.get(username)
@@ -64,7 +52,14 @@ export class BasicUserStore {
   }
 }
 
-/** The warning for users hashed with different scrypt settings (N, r, p, key length), or null. */
+/**
+ * The warning for users hashed with different scrypt settings (N, r, p, key
+ * length), or null. The decoy costs what one setting costs, so a wrong
+ * password for a user with another setting answers in another time, and
+ * that tells the user exists (a security audit: 0.26 s against 0.03 s for
+ * N=2^17 among N=2^14 users). Not refused: an operator may hold hashes
+ * made elsewhere (config-warnings.ts).
+ */
 export function mixedSettingsWarning(hashes: readonly ScryptHash[]): string | null {
   const settings = new Set(hashes.map((hash) => `N=${hash.N} r=${hash.r} p=${hash.p} key=${hash.hash.length}`))
   if (settings.size <= 1) return null

@@ -3,8 +3,7 @@ import { readFile } from 'node:fs/promises'
 import { parseConfig } from '../config/load.js'
 import type { Environment } from '../config/interpolate.js'
 import { formatIssue } from '../schemas/validation-issue.js'
-import { mixedSettingsWarning } from '../auth/basic.js'
-import { parseScryptHash } from '../auth/scrypt-hash.js'
+import { configWarnings } from '../config/config-warnings.js'
 
 export async function runCheck(file: string, env: Environment): Promise<number> {
   let text: string
@@ -17,9 +16,7 @@ export async function runCheck(file: string, env: Environment): Promise<number> 
   const result = parseConfig(text, env)
   if (result.ok) {
     console.log(`${file}: ok (${result.config.models.length} model(s), ${result.config.auth.keys.length} key(s))`)
-    const hashes = result.config.auth.users.map((user) => parseScryptHash(user.password_scrypt)).filter((hash) => typeof hash !== 'string')
-    const timing = mixedSettingsWarning(hashes)
-    if (timing !== null) console.log(`warning: ${timing}`)
+    for (const warning of configWarnings(result.config)) console.log(`warning: ${warning}`)
     return 0
   }
   // Which file, on stderr: stdout stays one `path: message` per line for scripts (an operator audit

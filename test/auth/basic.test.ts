@@ -6,8 +6,8 @@
 import { randomBytes } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { decodeBasic } from '../../src/auth/authenticate.js'
-import { BasicUserStore, type Derive } from '../../src/auth/basic.js'
-import { deriveScrypt, formatScryptHash, hashPassword } from '../../src/auth/scrypt-hash.js'
+import { BasicUserStore, mixedSettingsWarning, type Derive } from '../../src/auth/basic.js'
+import { deriveScrypt, formatScryptHash, hashPassword, parseScryptHash, type ScryptHash } from '../../src/auth/scrypt-hash.js'
 import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/object-store-stand-in.js'
 import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
@@ -263,20 +263,14 @@ describe('users hashed with different scrypt settings', () => {
     return formatScryptHash({ ...cost, salt, hash: await deriveScrypt(password, salt, cost, cost.keyLength) })
   }
 
-  it('are warned of by the store, naming the settings and nothing of the hashes', async () => {
+  it('are warned of, naming the settings and nothing of the hashes', async () => {
     const low = await hashAt(1024, 'pw-1')
-    const same = new BasicUserStore([
-      { username: 'a', password_scrypt: low, scopes: ['objects'] },
-      { username: 'b', password_scrypt: await hashAt(1024, 'pw-2'), scopes: ['objects'] },
-    ])
-    expect(same.timingWarning).toBeNull()
-    const mixed = new BasicUserStore([
-      { username: 'a', password_scrypt: low, scopes: ['objects'] },
-      { username: 'b', password_scrypt: await hashAt(2048, 'pw-2'), scopes: ['objects'] },
-    ])
-    expect(mixed.timingWarning).toContain('N=1024 r=8 p=1 key=64; N=2048 r=8 p=1 key=64')
-    expect(mixed.timingWarning).toContain('tell which usernames exist')
-    expect(mixed.timingWarning).not.toContain(low.split('$')[4]!)
+    const warningFor = (hashes: string[]) => mixedSettingsWarning(hashes.map((text) => parseScryptHash(text) as ScryptHash))
+    expect(warningFor([low, await hashAt(1024, 'pw-2')])).toBeNull()
+    const mixed = warningFor([low, await hashAt(2048, 'pw-2')])
+    expect(mixed).toContain('N=1024 r=8 p=1 key=64; N=2048 r=8 p=1 key=64')
+    expect(mixed).toContain('tell which usernames exist')
+    expect(mixed).not.toContain(low.split('$')[4]!)
   })
 
   it('are warned of at start, in the log', async () => {

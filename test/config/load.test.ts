@@ -9,7 +9,7 @@ import { ConfigError, loadConfigFile, parseConfig } from '../../src/config/load.
 import { GatewayConfigSchema, MAX_TIMER_MS } from '../../src/config/schema.js'
 import type { GatewayConfig } from '../../src/config/resolve.js'
 import type { ValidationIssue } from '../../src/schemas/validation-issue.js'
-import { deriveScrypt, formatScryptHash } from '../../src/auth/scrypt-hash.js'
+import { deriveScrypt, formatScryptHash, hashPassword } from '../../src/auth/scrypt-hash.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const MAIN = join(ROOT, 'dist', 'main.js')
@@ -707,6 +707,19 @@ models:
     const run = await cli(['check', '--config', await file('mixed-users.yaml', `auth:\n  users: ${JSON.stringify(users)}\n${MODEL}`)])
     expect(run.code).toBe(0)
     expect(run.stdout).toContain('warning: auth.users: the password hashes use different scrypt settings (N=1024 r=8 p=1 key=64; N=2048 r=8 p=1 key=64)')
+  })
+
+  it('check says when a key or a user has no scopes (every request refused), and still exits 0', async () => {
+    const text = `auth:
+  keys: [{ id: parked, token_sha256: "${'a'.repeat(64)}", scopes: [] }, { id: live, token_sha256: "${'b'.repeat(64)}", scopes: [chat] }]
+  users: [{ username: nobody, password_scrypt: "${await hashPassword('pw')}", scopes: [] }]
+${MODEL}`
+    const run = await cli(['check', '--config', await file('no-scopes.yaml', text)])
+    expect(run.code).toBe(0)
+    expect(run.stdout.split('\n').filter((line) => line.startsWith('warning:'))).toEqual([
+      'warning: auth.keys.0.scopes: key "parked" has no scopes, so every request with it is refused (403)',
+      'warning: auth.users.0.scopes: user "nobody" has no scopes, so every request with it is refused (403)',
+    ])
   })
 
   it('check exits 1 for invalid YAML, naming the file on stderr', async () => {

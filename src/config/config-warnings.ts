@@ -1,0 +1,23 @@
+/**
+ * What a valid configuration may still get wrong: said by `sluice check`
+ * and logged at warn at every start and reload, never refused (each has a
+ * use an operator may mean).
+ */
+import { mixedSettingsWarning } from '../auth/basic.js'
+import { parseScryptHash } from '../auth/scrypt-hash.js'
+import type { GatewayConfig } from './resolve.js'
+
+export function configWarnings(config: GatewayConfig): string[] {
+  const warnings: string[] = []
+  const hashes = config.auth.users.map((user) => parseScryptHash(user.password_scrypt)).filter((hash) => typeof hash !== 'string')
+  const timing = mixedSettingsWarning(hashes)
+  if (timing !== null) warnings.push(timing)
+  // Perhaps a key kept but switched off; more often a list left empty by mistake (an operator audit).
+  config.auth.keys.forEach((key, i) => {
+    if (key.scopes.length === 0) warnings.push(`auth.keys.${i}.scopes: key "${key.id}" has no scopes, so every request with it is refused (403)`)
+  })
+  config.auth.users.forEach((user, i) => {
+    if (user.scopes.length === 0) warnings.push(`auth.users.${i}.scopes: user "${user.username}" has no scopes, so every request with it is refused (403)`)
+  })
+  return warnings
+}
