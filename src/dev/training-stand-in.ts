@@ -20,8 +20,11 @@ export interface TrainingStandInOptions {
   expectAuthorization?: string
   /** Known models: model id → number of seeded checkpoints (steps 1..N). Default {}. */
   checkpoints?: Record<string, number>
-  /** Failure to simulate on both operations (default 'none'). Checked after auth. */
-  fail?: 'none' | 'status500' | 'hang'
+  /**
+   * Failure to simulate on both operations (default 'none'). Checked after auth. 'status422' is
+   * a refusal the gateway cannot foresee (the real service checks what the interface does not say).
+   */
+  fail?: 'none' | 'status500' | 'status422' | 'hang'
   /** Default 127.0.0.1. */
   host?: string
   /** Default 0 (any free port). */
@@ -80,6 +83,7 @@ class TrainingStandInServer extends RecordingStandIn<TrainingStandInOptions> imp
     }
     const fail = this.options.fail ?? 'none'
     if (fail === 'status500') return sendJson(res, 500, { detail: 'stand-in failure' })
+    if (fail === 'status422') return sendJson(res, 422, validationBody([{ type: 'value_error', loc: ['body', 'model_id'], msg: 'Value error, model is not trainable' }]))
     // 'hang' answers nothing; the client, or close(), ends the exchange.
     if (fail === 'hang') return
     if (route.kind === 'create-job') return this.#createJob(request, res)

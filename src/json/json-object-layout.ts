@@ -53,8 +53,17 @@ function skipWhitespace(raw: Uint8Array, from: number): number {
   return i
 }
 
-export function startsWithByteOrderMark(raw: Uint8Array): boolean {
+function startsWithByteOrderMark(raw: Uint8Array): boolean {
   return raw.length >= 3 && raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf
+}
+
+/**
+ * The body parser (secure-json-parse) reads past a leading UTF-8 byte order
+ * mark; Python's json module refuses one (the chat backend and the platform
+ * upstreams answered 422 to a body the gateway had passed), so none is sent on.
+ */
+export function withoutByteOrderMark(raw: Buffer): Buffer {
+  return startsWithByteOrderMark(raw) ? raw.subarray(3) : raw
 }
 
 /**

@@ -13,7 +13,7 @@
  * body is serialized instead.
  */
 import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from '../json/json-bytes.js'
-import { startsWithByteOrderMark, topLevelLayout, type MemberSpan } from '../json/json-object-layout.js'
+import { topLevelLayout, withoutByteOrderMark, type MemberSpan } from '../json/json-object-layout.js'
 
 type JsonObject = Readonly<Record<string, unknown>>
 
@@ -98,14 +98,6 @@ function jsonText(value: unknown): string {
   if (typeof value === 'string' && needsNoEscape(value)) return `"${value}"`
   if (typeof value === 'number' && Number.isFinite(value)) return String(value)
   return JSON.stringify(value)
-}
-
-/**
- * The body parser (secure-json-parse) reads past a leading UTF-8 byte order
- * mark; Python's json module refuses one, so it is not passed on.
- */
-function withoutByteOrderMark(raw: Buffer): Buffer {
-  return startsWithByteOrderMark(raw) ? raw.subarray(3) : raw
 }
 
 /** Whether only whitespace lies between the opening brace and the closing one at `close`. */

@@ -19,6 +19,7 @@ import type { RouteFamily } from '../request-facts.js'
 import { forwardToUpstream, type PlatformRequest } from '../proxy/upstream-forward.js'
 import { admitKeyLimits } from '../scheduling/key-policy.js'
 import { GatewayError } from '../errors/gateway-error.js'
+import { withoutByteOrderMark } from '../json/json-object-layout.js'
 
 interface PlatformRoute {
   readonly family: RouteFamily
@@ -33,11 +34,11 @@ interface PlatformRoute {
 const checkTrainingJob = compileBodyCheck(TrainingJobRequest)
 const checkObjectRead = compileBodyCheck(ObjectReadRequest)
 
-/** A valid body goes upstream as the exact bytes the client sent. */
+/** A valid body goes upstream as the exact bytes the client sent, less a byte order mark. */
 function asReceived(check: (body: unknown) => unknown, path: string) {
   return (request: FastifyRequest): PlatformRequest => {
     check(request.body)
-    return { method: 'POST', path, body: request.rawBody }
+    return { method: 'POST', path, body: request.rawBody === null ? null : withoutByteOrderMark(request.rawBody) }
   }
 }
 
