@@ -228,7 +228,7 @@ describe('chat completions: arbitrary bodies through real HTTP', () => {
   }, 60_000)
 })
 
-/** Training jobs and object reads: checked, then forwarded as the exact bytes received. */
+/** Training jobs and object reads: checked, then forwarded as the exact bytes received (less a byte order mark). */
 function describeRawForward(route: 'training' | 'objects', setup: { path: string; schema: unknown; base: fc.Arbitrary<unknown>; authorization: () => string; duplicates: string[] }): void {
   const oracle = schemaOracle(setup.schema)
   const specs = bodySpecArbitrary(setup.base, { maxDepth: 30_000, bodyLimit: BODY_LIMIT }, setup.duplicates)
@@ -245,7 +245,9 @@ function describeRawForward(route: 'training' | 'objects', setup: { path: string
           const got = (route === 'training' ? fx.training : fx.store).received.at(-1)!
           expect(got.method).toBe('POST')
           expect(got.url).toBe(setup.path)
-          expect(got.rawBody.equals(bytes), `bytes changed on the way: ${probe.label}`).toBe(true)
+          // Less a leading byte order mark, which Python's json (the upstreams') refuses.
+          const sent = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? bytes.subarray(3) : bytes
+          expect(got.rawBody.equals(sent), `bytes changed on the way: ${probe.label}`).toBe(true)
           expect(got.headers.authorization).toBe(fx.upstreamAuthorization[route])
           expect(got.headers['content-type']).toBe('application/json')
         })
