@@ -31,14 +31,29 @@ describe('pickLeastLoaded', () => {
     expect(pickName(equal('a', 'b', 'c'), stats, noRng)).toBe('b')
   })
 
-  it('ranks in-flight count above the backend queue and above weight', () => {
+  // Regression (contract audit): the queue only broke in-flight ties, so a backend reporting 50 waiting
+  // got the same share as an idle one once the counts differed (3 and 3 of 6 held requests).
+  it('weighs the in-flight count with the backend queue: their sum decides', () => {
+    const stats = statsOf({
+      queued: { inFlight: 1, backendWaiting: 50 },
+      idle: { inFlight: 2, backendWaiting: 0 },
+    })
+    expect(pickName(equal('queued', 'idle'), stats, noRng)).toBe('idle')
+    const overtaken = statsOf({
+      queued: { inFlight: 1, backendWaiting: 50 },
+      idle: { inFlight: 52, backendWaiting: 0 },
+    })
+    expect(pickName(equal('queued', 'idle'), overtaken, noRng)).toBe('queued')
+  })
+
+  it('ranks the load above weight', () => {
     const candidates = [
       { name: 'a', weight: 10 },
       { name: 'b', weight: 1 },
     ]
     const stats = statsOf({
-      a: { inFlight: 2, backendWaiting: 0 },
-      b: { inFlight: 1, backendWaiting: 50 },
+      a: { inFlight: 1, backendWaiting: 3 },
+      b: { inFlight: 2, backendWaiting: 1 },
     })
     expect(pickName(candidates, stats, noRng)).toBe('b')
   })
@@ -52,13 +67,19 @@ describe('pickLeastLoaded', () => {
     expect(pickName(candidates, stats, noRng)).toBe('light')
   })
 
-  it('breaks an in-flight tie by the backend queue', () => {
+  it('counts the queue on an in-flight tie', () => {
     const stats = statsOf({
       a: { inFlight: 1, backendWaiting: 4 },
       b: { inFlight: 1, backendWaiting: 1 },
       c: { inFlight: 1, backendWaiting: 2 },
     })
     expect(pickName(equal('a', 'b', 'c'), stats, noRng)).toBe('b')
+  })
+
+  it('at an equal load, prefers a known queue to an unknown one', () => {
+    const stats = statsOf({ unknown: { inFlight: 3 }, known: { inFlight: 1, backendWaiting: 2 } })
+    expect(pickName(equal('unknown', 'known'), stats, noRng)).toBe('known')
+    expect(pickName(equal('known', 'unknown'), stats, noRng)).toBe('known')
   })
 
   it('prefers a known empty queue to an unknown one', () => {
@@ -70,6 +91,8 @@ describe('pickLeastLoaded', () => {
   it('counts an unknown queue as 0 against a known non-empty one', () => {
     const stats = statsOf({ busy: { inFlight: 0, backendWaiting: 3 }, unknown: { inFlight: 0 } })
     expect(pickName(equal('busy', 'unknown'), stats, noRng)).toBe('unknown')
+    const loaded = statsOf({ busy: { inFlight: 0, backendWaiting: 3 }, unknown: { inFlight: 4 } })
+    expect(pickName(equal('busy', 'unknown'), loaded, noRng)).toBe('busy')
   })
 
   it('breaks a queue tie by weight, higher first', () => {

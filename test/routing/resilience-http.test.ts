@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { isConfirmedWith } from '../../src/routing/health-state.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
-import { scrape, scrapeMetric } from '../support/metrics.js'
+import { scrape, scrapeMetric, until } from '../support/metrics.js'
 import { trackedAfterEach } from '../support/tracked.js'
 
 const key = makeKey('team-a', ['chat'])
@@ -399,6 +399,30 @@ describe('least_loaded with backend metrics', () => {
     expect(busy.received.length).toBeLessThanOrEqual(5)
     expect(idle.received.length).toBeGreaterThanOrEqual(35)
     expect(busy.received.length + idle.received.length).toBe(40)
+  })
+
+  // Regression (contract audit): with the queue only breaking in-flight ties, six requests held at
+  // once went 3 and 3, the backend reporting 50 waiting taking as many as the idle one.
+  it('weighs the queue with the requests in flight: concurrent requests all go to the idle backend', async () => {
+    const busy = await cleanups.standIn({ reportWaiting: 50, hold: true })
+    const idle = await cleanups.standIn({ hold: true })
+    const gw = await gateway({
+      balance: 'least_loaded',
+      health: { interval_ms: 100 },
+      backends: [
+        { url: busy.url, name: 'busy' },
+        { url: idle.url, name: 'idle' },
+      ],
+    })
+    const route = gw.context.models.get('m')!
+    const waitingOf = (name: string) => gw.context.monitor.freshLoad(route.backend(name), route)?.waiting
+    await until(() => waitingOf('busy') === 50 && waitingOf('idle') === 0, 'both backends’ /metrics read')
+
+    const answers = Array.from({ length: 6 }, () => post(gw))
+    await until(() => busy.heldCount() + idle.heldCount() === 6, 'six requests held')
+    expect([busy.heldCount(), idle.heldCount()]).toEqual([0, 6])
+    idle.releaseHeld(6)
+    for (const answer of await Promise.all(answers)) expect(answer.status).toBe(200)
   })
 })
 
