@@ -132,6 +132,17 @@ let checkpoints: TrainingStandIn
 let store: ObjectStoreStandIn
 let gw: TestGateway
 
+/** A training job sent while the training stand-in runs with `options` over its own. */
+async function trainingJobWith(options: Partial<TrainingStandIn['options']>): Promise<RawAnswer> {
+  const previous = training.options
+  training.options = { ...previous, ...options }
+  try {
+    return await postJson(gw, '/v1/preview/training-jobs', JSON.stringify(jobBody()), bearer)
+  } finally {
+    training.options = previous
+  }
+}
+
 beforeAll(async () => {
   training = await startTrainingStandIn({ expectAuthorization: `Bearer ${TRAINING_TOKEN}`, checkpoints: { [MODEL]: 3 } })
   checkpoints = await startTrainingStandIn({ expectAuthorization: `Bearer ${CHECKPOINTS_TOKEN}`, checkpoints: { [PAGED_MODEL]: 45, [MODEL]: 3 } })
@@ -423,15 +434,9 @@ describe('credentials', () => {
   })
 
   it('an upstream refusing the configured credentials is passed through (401 from the upstream, not the gateway)', async () => {
-    const previous = training.options
-    training.options = { ...previous, expectAuthorization: 'Bearer something-else' }
-    try {
-      const answer = await postJson(gw, '/v1/preview/training-jobs', JSON.stringify(jobBody()), bearer)
-      expect(answer.status).toBe(401)
-      expect(answer.text).toBe('{"detail":"Not authenticated"}')
-    } finally {
-      training.options = previous
-    }
+    const answer = await trainingJobWith({ expectAuthorization: 'Bearer something-else' })
+    expect(answer.status).toBe(401)
+    expect(answer.text).toBe('{"detail":"Not authenticated"}')
   })
 
   it('forward_client: true passes the client Authorization header on unchanged', async () => {
@@ -607,15 +612,9 @@ describe("upstream answers pass through unchanged", () => {
   })
 
   it('a 422 the gateway could not foresee comes back as the upstream sent it', async () => {
-    const previous = training.options
-    training.options = { ...previous, fail: 'status422' }
-    try {
-      const answer = await postJson(gw, '/v1/preview/training-jobs', JSON.stringify(jobBody()), bearer)
-      expect(answer.status).toBe(422)
-      expect(answer.text).toBe('{"detail":[{"type":"value_error","loc":["body","model_id"],"msg":"Value error, model is not trainable"}]}')
-    } finally {
-      training.options = previous
-    }
+    const answer = await trainingJobWith({ fail: 'status422' })
+    expect(answer.status).toBe(422)
+    expect(answer.text).toBe('{"detail":[{"type":"value_error","loc":["body","model_id"],"msg":"Value error, model is not trainable"}]}')
   })
 
   it('status 500 from the upstream is passed through, not turned into a gateway error', async () => {

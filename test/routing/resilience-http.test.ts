@@ -376,36 +376,10 @@ describe('failover on backend answers', () => {
 })
 
 describe('least_loaded with backend metrics', () => {
-  it('steers sequential requests away from the backend that reports a long queue', async () => {
-    const busy = await cleanups.standIn({ reportWaiting: 50 })
-    const idle = await cleanups.standIn()
-    const gw = await gateway({
-      balance: 'least_loaded',
-      health: { interval_ms: 100 },
-      backends: [
-        { url: busy.url, name: 'busy' },
-        { url: idle.url, name: 'idle' },
-      ],
-    })
-    const route = gw.context.models.get('m')!
-    const waitingOf = (name: string) => gw.context.monitor.freshLoad(route.backend(name), route)?.waiting
-
-    // Both backends' /metrics have been read (observable on the running gateway's monitor).
-    const scraped = await pollUntil(() => waitingOf('busy') === 50 && waitingOf('idle') === 0, 100)
-    expect(scraped).not.toBeNull()
-
-    for (let i = 0; i < 40; i++) expect((await post(gw)).status).toBe(200)
-
-    expect(busy.received.length).toBeLessThanOrEqual(5)
-    expect(idle.received.length).toBeGreaterThanOrEqual(35)
-    expect(busy.received.length + idle.received.length).toBe(40)
-  })
-
-  // Regression (contract audit): with the queue only breaking in-flight ties, six requests held at
-  // once went 3 and 3, the backend reporting 50 waiting taking as many as the idle one.
-  it('weighs the queue with the requests in flight: concurrent requests all go to the idle backend', async () => {
-    const busy = await cleanups.standIn({ reportWaiting: 50, hold: true })
-    const idle = await cleanups.standIn({ hold: true })
+  /** Two backends, one reporting 50 waiting in its /metrics, once the gateway has read both. */
+  async function queuedAndIdle(hold: boolean) {
+    const busy = await cleanups.standIn({ reportWaiting: 50, hold })
+    const idle = await cleanups.standIn({ hold })
     const gw = await gateway({
       balance: 'least_loaded',
       health: { interval_ms: 100 },
@@ -417,7 +391,22 @@ describe('least_loaded with backend metrics', () => {
     const route = gw.context.models.get('m')!
     const waitingOf = (name: string) => gw.context.monitor.freshLoad(route.backend(name), route)?.waiting
     await until(() => waitingOf('busy') === 50 && waitingOf('idle') === 0, 'both backends’ /metrics read')
+    return { busy, idle, gw }
+  }
 
+  it('steers sequential requests away from the backend that reports a long queue', async () => {
+    const { busy, idle, gw } = await queuedAndIdle(false)
+    for (let i = 0; i < 40; i++) expect((await post(gw)).status).toBe(200)
+
+    expect(busy.received.length).toBeLessThanOrEqual(5)
+    expect(idle.received.length).toBeGreaterThanOrEqual(35)
+    expect(busy.received.length + idle.received.length).toBe(40)
+  })
+
+  // Regression (contract audit): with the queue only breaking in-flight ties, six requests held at
+  // once went 3 and 3, the backend reporting 50 waiting taking as many as the idle one.
+  it('weighs the queue with the requests in flight: concurrent requests all go to the idle backend', async () => {
+    const { busy, idle, gw } = await queuedAndIdle(true)
     const answers = Array.from({ length: 6 }, () => post(gw))
     await until(() => busy.heldCount() + idle.heldCount() === 6, 'six requests held')
     expect([busy.heldCount(), idle.heldCount()]).toEqual([0, 6])
