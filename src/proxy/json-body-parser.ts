@@ -5,7 +5,8 @@
  * that are not UTF-8 (RFC 8259 §8.1; decoding would repair them, so what was
  * checked would differ from what is forwarded), `__proto__` and
  * `constructor.prototype` keys (secure-json-parse, as fastify's own parser
- * does; named in the refusal's `param`), nesting deeper than MAX_DEPTH, and numbers beyond the double range.
+ * does; named in the refusal's `param`), nesting deeper than MAX_DEPTH, more
+ * objects and arrays than the body size limit allows, and numbers beyond the double range.
  * A body with a Content-Encoding other than identity is 415 (RFC 9110
  * §8.4.1): the gateway does not decompress, and a mislabelled plain body
  * would reach an upstream without the label it was sent with.
@@ -14,7 +15,7 @@ import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import secureJson from 'secure-json-parse'
 import { GatewayError } from '../errors/gateway-error.js'
-import { firstNonFiniteNumber, MAX_DEPTH, mayHoldNonFiniteNumber, nestingDepth } from '../json/json-limits.js'
+import { BYTES_PER_CONTAINER, firstNonFiniteNumber, jsonShape, MAX_DEPTH, mayHoldNonFiniteNumber } from '../json/json-limits.js'
 import { prototypeKeyPath } from '../json/prototype-keys.js'
 import { readBody } from './body-reader.js'
 import { markCutOffable, type CutOffable } from './in-flight-requests.js'
@@ -47,18 +48,24 @@ export function registerJsonBodyParser(app: FastifyInstance, limit: number): voi
     markCutOffable(request.raw, reading)
     reading.cutOff = readBody(payload, request.headers['content-length'], limit, (error, body) => {
       markCutOffable(request.raw, undefined)
-      if (error === null) parseBody(request, body!, done)
+      if (error === null) parseBody(request, body!, Math.floor(limit / BYTES_PER_CONTAINER), done)
       else done(error, undefined)
     })
   })
 }
 
 /** The body read whole: checked, parsed, and kept as its bytes. */
-function parseBody(request: FastifyRequest, raw: Buffer, done: (error: Error | null, body?: unknown) => void): void {
+function parseBody(request: FastifyRequest, raw: Buffer, maxContainers: number, done: (error: Error | null, body?: unknown) => void): void {
   request.rawBody = raw
   if (raw.length === 0) return done(new InvalidJsonError('the body is empty'), undefined)
   if (!isUtf8(raw)) return done(new InvalidJsonError('it is not valid UTF-8'), undefined)
-  if (nestingDepth(raw) > MAX_DEPTH) return done(new InvalidJsonError(`it nests objects and arrays deeper than ${MAX_DEPTH} levels`), undefined)
+  const shape = jsonShape(raw)
+  if (shape.depth > MAX_DEPTH) return done(new InvalidJsonError(`it nests objects and arrays deeper than ${MAX_DEPTH} levels`), undefined)
+  // Before the parse, whose cost it bounds.
+  if (shape.containers > maxContainers) {
+    const why = `The body holds ${shape.containers} objects and arrays, more than the ${maxContainers} this gateway parses (one per ${BYTES_PER_CONTAINER} bytes of server.body_limit_bytes).`
+    return done(new GatewayError('invalid_value', why), undefined)
+  }
   let parsed: unknown
   const text = raw.toString('utf8')
   try {

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import { firstNonFiniteNumber, mayHoldNonFiniteNumber, nestingDepth } from '../../src/json/json-limits.js'
+import { firstNonFiniteNumber, jsonShape, mayHoldNonFiniteNumber } from '../../src/json/json-limits.js'
 
-describe('nestingDepth', () => {
-  it('counts objects and arrays, not brackets inside strings or escaped quotes', () => {
-    expect(nestingDepth(Buffer.from('1'))).toBe(0)
-    expect(nestingDepth(Buffer.from('{"a":[1,{"b":[]}]}'))).toBe(4)
-    expect(nestingDepth(Buffer.from('{"a":"[[[{{{"}'))).toBe(1)
-    expect(nestingDepth(Buffer.from('{"a":"\\"[[[","b":[[]]}'))).toBe(3)
-    expect(nestingDepth(Buffer.from('{"a":"\\\\","b":[[]]}'))).toBe(3)
+describe('jsonShape', () => {
+  it('counts nesting and objects and arrays, not brackets inside strings or escaped quotes', () => {
+    expect(jsonShape(Buffer.from('1'))).toEqual({ depth: 0, containers: 0 })
+    expect(jsonShape(Buffer.from('{"a":[1,{"b":[]}]}'))).toEqual({ depth: 4, containers: 4 })
+    expect(jsonShape(Buffer.from('{"a":"[[[{{{"}'))).toEqual({ depth: 1, containers: 1 })
+    expect(jsonShape(Buffer.from('{"a":"\\"[[[","b":[[]]}'))).toEqual({ depth: 3, containers: 3 })
+    expect(jsonShape(Buffer.from('{"a":"\\\\","b":[[]]}'))).toEqual({ depth: 3, containers: 3 })
+    expect(jsonShape(Buffer.from('[{},{},[],{}]'))).toEqual({ depth: 2, containers: 5 })
   })
 })
 

@@ -97,6 +97,33 @@ describe('body size limit (server.body_limit_bytes, 256 KiB here)', () => {
   })
 })
 
+// Regression (security audit): parsing cost goes with objects and arrays, not bytes. 8 MiB of
+// `{},{},…` held the event loop 1.7 s in JSON.parse (every client stalled with it); a body may
+// now hold one object or array per 16 bytes of the limit, refused before the parse.
+describe('objects and arrays for the body size (one per 16 bytes of the limit: 16,384 here)', () => {
+  const MOST = BODY_LIMIT / 16
+  const objects = (count: number) => Array.from({ length: count }, () => '{}').join(',')
+  const chat = (count: number) => `{"messages":[{"role":"user","content":"hi"}],"x":[${objects(count)}]}`
+  const read = (count: number) => `{"project_id":"demo/project","object_id":"config","digest":"latest","x":[${objects(count)}]}`
+
+  it.each([
+    ['chat', CHAT, chat, 4, 'chat'],
+    ['object read', '/obj/read', read, 2, 'objects'],
+  ] as const)('a %s body with exactly that many is forwarded; one more is 400 before it is parsed, nothing forwarded', async (_name, path, body, around, upstream) => {
+    let before = fx.counts()
+    expect((await post(path, body(MOST - around))).status).toBe(200)
+    expect(delta(before)).toEqual({ ...NOTHING, [upstream]: 1 })
+
+    before = fx.counts()
+    const answer = await post(path, body(MOST - around + 1))
+    expect(answer.status).toBe(400)
+    expect(expectErrorBody(answer)).toMatchObject({ code: 'invalid_value', param: null })
+    expect(expectErrorBody(answer).message).toContain(`${MOST + 1} objects and arrays, more than the ${MOST}`)
+    expect(delta(before)).toEqual(NOTHING)
+    await stillServing()
+  })
+})
+
 /** A raw GET /v1/models (or the given target) with extra header lines, sent as exact bytes. */
 function rawGet(extraLines: string, target = '/v1/models', authorization = bearer()): string {
   return `GET ${target} HTTP/1.1\r\nHost: gw\r\nAuthorization: ${authorization}\r\n${extraLines}Connection: close\r\n\r\n`

@@ -86,16 +86,22 @@ export function hasNonFiniteNumber(value: unknown): boolean {
 /** The deepest nesting the gateway accepts (README: "JSON limits"). */
 export const MAX_JSON_DEPTH = 128
 
-function depthOf(value: unknown): number {
+/** Objects and arrays allowed per byte of the body limit (README: "JSON limits"). */
+export const BYTES_PER_JSON_CONTAINER = 16
+
+/** The deepest nesting of objects and arrays, and how many there are. */
+function shapeOf(value: unknown): { depth: number; containers: number } {
   let deepest = 0
+  let containers = 0
   const stack: [unknown, number][] = [[value, 0]]
   while (stack.length > 0) {
     const [node, depth] = stack.pop()!
     if (node === null || typeof node !== 'object') continue
+    containers++
     deepest = Math.max(deepest, depth + 1)
     for (const child of Object.values(node)) stack.push([child, depth + 1])
   }
-  return deepest
+  return { depth: deepest, containers }
 }
 
 export type Transport = { readonly verdict: Verdict; readonly value?: undefined } | { readonly verdict: Verdict; readonly value: unknown }
@@ -128,8 +134,10 @@ export function transportVerdict(contentType: string | undefined, bytes: Buffer,
     return { verdict: invalid('not JSON') }
   }
   if (hasPrototypeKeys(value)) return { verdict: invalid('__proto__ or constructor.prototype key') }
-  // The gateway's documented JSON limits (README): nesting depth and finite numbers.
-  if (depthOf(value) > MAX_JSON_DEPTH) return { verdict: invalid(`nested deeper than ${MAX_JSON_DEPTH}`) }
+  // The gateway's documented JSON limits (README): nesting depth, objects and arrays for the size, finite numbers.
+  const shape = shapeOf(value)
+  if (shape.depth > MAX_JSON_DEPTH) return { verdict: invalid(`nested deeper than ${MAX_JSON_DEPTH}`) }
+  if (shape.containers > Math.floor(bodyLimit / BYTES_PER_JSON_CONTAINER)) return { verdict: invalid('more objects and arrays than the body limit allows') }
   if (hasNonFiniteNumber(value)) return { verdict: invalid('a number beyond the double range') }
   return { verdict: combine(...cautions), value }
 }
