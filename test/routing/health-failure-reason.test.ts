@@ -33,5 +33,7 @@ it('names the connection error when the server is gone', async () => {
   const gw = await cleanups.gateway({ models: [{ name: 'm', health: { interval_ms: 100, unhealthy_after: 1 }, backends: [{ url: backend.url, name: 'b1' }] }] })
   await vanishOnceConfirmed(gw.url, 'm', { b1: backend })
   await until(() => downLines(gw.logLines()).length === 1, 'the backend down line')
-  expect(downLines(gw.logLines())[0]).toMatchObject({ backend: 'b1', check: `GET ${backend.url}/health`, failure: 'ECONNREFUSED' })
+  // Refused, or reset when a check's connection was still in the listener's backlog as it closed
+  // (the kernel resets those; 1 run in ~25 on a slow host, closing gracefully or not).
+  expect(downLines(gw.logLines())[0]).toMatchObject({ backend: 'b1', check: `GET ${backend.url}/health`, failure: expect.stringMatching(/^ECONN(REFUSED|RESET)$/) })
 })
