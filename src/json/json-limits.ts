@@ -7,7 +7,7 @@
  * a linear scan; the number check only runs when the text holds a long
  * exponent or digit run.
  */
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
+import { CLOSE_BRACE, CLOSE_BRACKET, closingQuote, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
 
 export const MAX_DEPTH = 128
 /**
@@ -33,14 +33,12 @@ export function jsonShape(raw: Buffer): JsonShape {
   let depth = 0
   let deepest = 0
   let containers = 0
-  let inString = false
   for (let i = 0; i < raw.length; i++) {
     const byte = raw[i]
-    if (inString) {
-      if (byte === BACKSLASH) i++
-      else if (byte === QUOTE) inString = false
-    } else if (byte === QUOTE) inString = true
-    else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
+    if (byte === QUOTE) {
+      i = closingQuote(raw, i)
+      if (i < 0) break
+    } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
       containers++
       depth++
       if (depth > deepest) deepest = depth

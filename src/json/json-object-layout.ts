@@ -7,7 +7,7 @@
  * as far as it needs to find its way; anything unexpected gives null and the
  * caller serializes instead.
  */
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
+import { CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COLON, COMMA, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
 
 export interface MemberSpan {
   readonly name: string
@@ -78,11 +78,8 @@ function memberName(raw: Uint8Array, from: number, end: number): string {
 
 /** Just past the string that opens at `from` (a quote), or -1. */
 function stringEnd(raw: Uint8Array, from: number): number {
-  for (let i = from + 1; i < raw.length; i++) {
-    if (raw[i] === BACKSLASH) i++
-    else if (raw[i] === QUOTE) return i + 1
-  }
-  return -1
+  const quote = closingQuote(raw, from)
+  return quote < 0 ? -1 : quote + 1
 }
 
 /** Just past the value that starts at `from`, or -1. */
