@@ -6,7 +6,8 @@
  * checked would differ from what is forwarded), `__proto__` and
  * `constructor.prototype` keys (secure-json-parse, as fastify's own parser
  * does; named in the refusal's `param`), nesting deeper than MAX_DEPTH, more
- * objects and arrays than the body size limit allows, and numbers beyond the double range.
+ * objects and arrays or more distinct object layouts than the body size
+ * limit allows, and numbers beyond the double range.
  * A body with a Content-Encoding other than identity is 415 (RFC 9110
  * §8.4.1): the gateway does not decompress, and a mislabelled plain body
  * would reach an upstream without the label it was sent with.
@@ -16,6 +17,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import secureJson from 'secure-json-parse'
 import { GatewayError } from '../errors/gateway-error.js'
 import { BYTES_PER_CONTAINER, firstNonFiniteNumber, jsonShape, MAX_DEPTH, mayHoldNonFiniteNumber } from '../json/json-limits.js'
+import { BYTES_PER_LAYOUT, countObjectLayouts } from '../json/object-layouts.js'
 import { prototypeKeyPath } from '../json/prototype-keys.js'
 import { readBody } from './body-reader.js'
 import { markCutOffable, type CutOffable } from './in-flight-requests.js'
@@ -48,22 +50,28 @@ export function registerJsonBodyParser(app: FastifyInstance, limit: number): voi
     markCutOffable(request.raw, reading)
     reading.cutOff = readBody(payload, request.headers['content-length'], limit, (error, body) => {
       markCutOffable(request.raw, undefined)
-      if (error === null) parseBody(request, body!, Math.floor(limit / BYTES_PER_CONTAINER), done)
+      if (error === null) parseBody(request, body!, limit, done)
       else done(error, undefined)
     })
   })
 }
 
 /** The body read whole: checked, parsed, and kept as its bytes. */
-function parseBody(request: FastifyRequest, raw: Buffer, maxContainers: number, done: (error: Error | null, body?: unknown) => void): void {
+function parseBody(request: FastifyRequest, raw: Buffer, limit: number, done: (error: Error | null, body?: unknown) => void): void {
   request.rawBody = raw
   if (raw.length === 0) return done(new InvalidJsonError('the body is empty'), undefined)
   if (!isUtf8(raw)) return done(new InvalidJsonError('it is not valid UTF-8'), undefined)
   const shape = jsonShape(raw)
   if (shape.depth > MAX_DEPTH) return done(new InvalidJsonError(`it nests objects and arrays deeper than ${MAX_DEPTH} levels`), undefined)
-  // Before the parse, whose cost it bounds.
+  // Before the parse, whose cost they bound.
+  const maxContainers = Math.floor(limit / BYTES_PER_CONTAINER)
   if (shape.containers > maxContainers) {
     const why = `The body holds ${shape.containers} objects and arrays, more than the ${maxContainers} this gateway parses (one per ${BYTES_PER_CONTAINER} bytes of server.body_limit_bytes).`
+    return done(new GatewayError('invalid_value', why), undefined)
+  }
+  const maxLayouts = Math.floor(limit / BYTES_PER_LAYOUT)
+  if (countObjectLayouts(raw, maxLayouts) > maxLayouts) {
+    const why = `The body's objects have more than ${maxLayouts} distinct layouts (member names in order), the most this gateway parses (one per ${BYTES_PER_LAYOUT} bytes of server.body_limit_bytes).`
     return done(new GatewayError('invalid_value', why), undefined)
   }
   let parsed: unknown

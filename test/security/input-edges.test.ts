@@ -124,6 +124,37 @@ describe('objects and arrays for the body size (one per 16 bytes of the limit: 1
   })
 })
 
+// Regression: V8 parses by hidden class, one per distinct layout of member names. 6.6 MiB of
+// 500,000 one-member objects with distinct names held the event loop ~0.8-1.1 s in JSON.parse; a
+// body may now hold one distinct layout per 64 bytes of the limit, counted before the parse.
+describe('distinct object layouts for the body size (one per 64 bytes of the limit: 4,096 here)', () => {
+  const MOST = BODY_LIMIT / 64
+  const named = (count: number) => Array.from({ length: count }, (_, i) => `{"name_${i}":1}`).join(',')
+  // The chat body's own layouts: messages; messages,x; role; role,content.
+  const chat = (count: number) => `{"messages":[{"role":"user","content":"hi"}],"x":[${named(count)}]}`
+
+  it('a chat body with exactly that many is forwarded; one more is 400 before it is parsed, nothing forwarded', async () => {
+    let before = fx.counts()
+    expect((await post(CHAT, chat(MOST - 4))).status).toBe(200)
+    expect(delta(before)).toEqual({ ...NOTHING, chat: 1 })
+
+    before = fx.counts()
+    const answer = await post(CHAT, chat(MOST - 3))
+    expect(answer.status).toBe(400)
+    expect(expectErrorBody(answer)).toMatchObject({ code: 'invalid_value', param: null })
+    expect(expectErrorBody(answer).message).toContain(`more than ${MOST} distinct layouts`)
+    expect(delta(before)).toEqual(NOTHING)
+    await stillServing()
+  })
+
+  it('many objects in a few layouts are not counted against it', async () => {
+    const repeated = Array.from({ length: MOST + MOST / 2 }, (_, i) => `{"role":"user","content":"${i}"}`).join(',')
+    const before = fx.counts()
+    expect((await post(CHAT, `{"messages":[${repeated}]}`)).status).toBe(200)
+    expect(delta(before)).toEqual({ ...NOTHING, chat: 1 })
+  })
+})
+
 /** A raw GET /v1/models (or the given target) with extra header lines, sent as exact bytes. */
 function rawGet(extraLines: string, target = '/v1/models', authorization = bearer()): string {
   return `GET ${target} HTTP/1.1\r\nHost: gw\r\nAuthorization: ${authorization}\r\n${extraLines}Connection: close\r\n\r\n`

@@ -89,19 +89,33 @@ export const MAX_JSON_DEPTH = 128
 /** Objects and arrays allowed per byte of the body limit (README: "JSON limits"). */
 export const BYTES_PER_JSON_CONTAINER = 16
 
-/** The deepest nesting of objects and arrays, and how many there are. */
-function shapeOf(value: unknown): { depth: number; containers: number } {
+/** Distinct object layouts (member names in order, from the start) allowed per byte of the body limit (README: "JSON limits"). */
+export const BYTES_PER_JSON_LAYOUT = 64
+
+/** The deepest nesting of objects and arrays, how many there are, and how many distinct layouts the objects have. */
+function shapeOf(value: unknown): { depth: number; containers: number; layouts: number } {
   let deepest = 0
   let containers = 0
+  // Each layout by its number, found by its parent layout's number and its last name.
+  const layouts = new Map<string, number>()
   const stack: [unknown, number][] = [[value, 0]]
   while (stack.length > 0) {
     const [node, depth] = stack.pop()!
     if (node === null || typeof node !== 'object') continue
     containers++
     deepest = Math.max(deepest, depth + 1)
+    if (!Array.isArray(node)) addLayouts(layouts, Object.keys(node))
     for (const child of Object.values(node)) stack.push([child, depth + 1])
   }
-  return { depth: deepest, containers }
+  return { depth: deepest, containers, layouts: layouts.size }
+}
+
+function addLayouts(layouts: Map<string, number>, names: string[]): void {
+  let parent = 0
+  for (const name of names) {
+    const step = `${parent}:${name}`
+    parent = layouts.get(step) ?? layouts.set(step, layouts.size + 1).size
+  }
 }
 
 export type Transport = { readonly verdict: Verdict; readonly value?: undefined } | { readonly verdict: Verdict; readonly value: unknown }
@@ -138,6 +152,7 @@ export function transportVerdict(contentType: string | undefined, bytes: Buffer,
   const shape = shapeOf(value)
   if (shape.depth > MAX_JSON_DEPTH) return { verdict: invalid(`nested deeper than ${MAX_JSON_DEPTH}`) }
   if (shape.containers > Math.floor(bodyLimit / BYTES_PER_JSON_CONTAINER)) return { verdict: invalid('more objects and arrays than the body limit allows') }
+  if (shape.layouts > Math.floor(bodyLimit / BYTES_PER_JSON_LAYOUT)) return { verdict: invalid('more distinct object layouts than the body limit allows') }
   if (hasNonFiniteNumber(value)) return { verdict: invalid('a number beyond the double range') }
   return { verdict: combine(...cautions), value }
 }
