@@ -2,12 +2,14 @@
  * What a JSON body may not contain even when it parses: nesting deeper than
  * MAX_DEPTH (re-serializing it would overflow the stack, and no request of
  * the interface needs it), more objects and arrays than its size allows
- * (BYTES_PER_CONTAINER), and numbers beyond the double range (JSON.parse
- * turns 1e400 into Infinity, which would be re-sent as null). Each check is
- * a linear scan; the number check only runs when the text holds a long
- * exponent or digit run.
+ * (BYTES_PER_CONTAINER), `__proto__` or `constructor.prototype` keys, and
+ * numbers beyond the double range (JSON.parse turns 1e400 into Infinity,
+ * which would be re-sent as null). One scan of the text, strings skipped,
+ * gives the first two and says whether the parsed value needs looking at
+ * for the other two: a prompt's text is read neither byte by byte nor by a
+ * regular expression.
  */
-import { CLOSE_BRACE, CLOSE_BRACKET, closingQuote, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COLON, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
 
 export const MAX_DEPTH = 128
 /**
@@ -26,39 +28,116 @@ export interface JsonShape {
   readonly depth: number
   /** How many objects and arrays there are in all. */
   readonly containers: number
+  /** Some member is named `__proto__` or `constructor`, or has an escaped name that could spell one. */
+  readonly mayHoldPrototypeKey: boolean
+  /** Some number has 309 digits or more before its point, its exponent counted: it may be beyond a double. */
+  readonly mayHoldHugeNumber: boolean
 }
 
-/** The nesting and the number of objects and arrays of JSON text (strings skipped), in one scan. */
+const MINUS = 0x2d
+const PLUS = 0x2b
+const DOT = 0x2e
+const ZERO = 0x30
+const NINE = 0x39
+const LOWER_CASE_BIT = 0x20
+const LOWER_E = 0x65
+/** A double's largest is 1.8e308: a number of 309 digits or more before the point, exponent included, may pass it. */
+const DOUBLE_DIGITS = 309
+
+/** The scan's findings, filled as it goes. */
+interface Scan {
+  mayHoldPrototypeKey: boolean
+  mayHoldHugeNumber: boolean
+}
+
+/** The nesting, the number of containers, and what the parsed value must be checked for, in one scan of JSON text. */
 export function jsonShape(raw: Buffer): JsonShape {
+  const scan: Scan = { mayHoldPrototypeKey: false, mayHoldHugeNumber: false }
   let depth = 0
   let deepest = 0
   let containers = 0
   for (let i = 0; i < raw.length; i++) {
-    const byte = raw[i]
+    const byte = raw[i]!
     if (byte === QUOTE) {
-      i = closingQuote(raw, i)
-      if (i < 0) break
+      const end = closingQuote(raw, i)
+      if (end < 0) break
+      if (!scan.mayHoldPrototypeKey && mayNamePrototypeKey(raw, i, end)) scan.mayHoldPrototypeKey = true
+      i = end
     } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
       containers++
       depth++
       if (depth > deepest) deepest = depth
     } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) depth--
+    else if (byte === MINUS || isDigit(byte)) i = numberEnd(raw, i, scan) - 1
   }
-  return { depth: deepest, containers }
+  return { depth: deepest, containers, mayHoldPrototypeKey: scan.mayHoldPrototypeKey, mayHoldHugeNumber: scan.mayHoldHugeNumber }
+}
+
+const PROTO = Buffer.from('__proto__')
+const CONSTRUCTOR = Buffer.from('constructor')
+/** `constructor` with every letter escaped (`\u0063…`) is 66 bytes; no longer name can spell either. */
+const LONGEST_SPELLING = CONSTRUCTOR.length * 6
+
+/** Whether the string quoted from `opening` to `closing` is a member name that is, or may be once unescaped, `__proto__` or `constructor`. */
+function mayNamePrototypeKey(raw: Buffer, opening: number, closing: number): boolean {
+  const length = closing - opening - 1
+  if (length < PROTO.length || length > LONGEST_SPELLING || !isMemberName(raw, closing)) return false
+  if (spells(raw, opening + 1, closing, PROTO) || spells(raw, opening + 1, closing, CONSTRUCTOR)) return true
+  const backslash = raw.indexOf(BACKSLASH, opening + 1)
+  return backslash !== -1 && backslash < closing
+}
+
+function spells(raw: Buffer, start: number, end: number, word: Buffer): boolean {
+  return end - start === word.length && raw.compare(word, 0, word.length, start, end) === 0
+}
+
+/** A string is a member name when a colon follows it. */
+function isMemberName(raw: Buffer, closing: number): boolean {
+  let i = closing + 1
+  while (isJsonWhitespace(raw[i])) i++
+  return raw[i] === COLON
 }
 
 /**
- * An exponent of 3 digits or more, or 309 digits in a row (10^308 is the
- * double's limit). The run is matched only from its first digit: written
- * `\d{309,}`, it was tried again from every digit of every shorter run, and
- * 8 MiB of 308-digit runs (an ordinary-looking prompt) held the event loop
- * for 3 s; now 55 ms.
+ * Just past the number that starts at `start`; notes in `scan` when it may
+ * be beyond a double: when its integer digits (JSON allows no leading
+ * zeros) plus a non-negative exponent reach 309, since a number under
+ * 10^308 is finite. 308 nines then `e5` is one; the regular expression
+ * this replaced looked only for a 3-digit exponent or a 309-digit run, and
+ * passed it through as Infinity.
  */
-const MAYBE_HUGE_NUMBER = /[eE]\+?\d{3}|(?<!\d)\d{309}/
+function numberEnd(raw: Buffer, start: number, scan: Scan): number {
+  const digits = raw[start] === MINUS ? start + 1 : start
+  let end = digitRunEnd(raw, digits)
+  let magnitude = end - digits
+  if (raw[end] === DOT) end = digitRunEnd(raw, end + 1)
+  if ((raw[end]! | LOWER_CASE_BIT) === LOWER_E) {
+    let i = end + 1
+    const sign = raw[i]
+    if (sign === PLUS || sign === MINUS) i++
+    end = digitRunEnd(raw, i)
+    // A negative exponent only comes closer to zero.
+    if (sign !== MINUS) magnitude += exponentOf(raw, i, end)
+  }
+  if (magnitude >= DOUBLE_DIGITS) scan.mayHoldHugeNumber = true
+  return Math.max(end, start + 1)
+}
 
-/** True when some number in the parsed text was too large for a double. */
-export function mayHoldNonFiniteNumber(text: string): boolean {
-  return MAYBE_HUGE_NUMBER.test(text)
+/** The value of the exponent digits from `start` to `end`, up to DOUBLE_DIGITS (0 for none). */
+function exponentOf(raw: Buffer, start: number, end: number): number {
+  let value = 0
+  for (let i = start; i < end && value < DOUBLE_DIGITS; i++) value = value * 10 + raw[i]! - ZERO
+  return value
+}
+
+function digitRunEnd(raw: Buffer, from: number): number {
+  let i = from
+  while (isDigit(raw[i])) i++
+  return i
+}
+
+function isDigit(byte: number | undefined): boolean {
+  return byte !== undefined && byte >= ZERO && byte <= NINE
 }
 
 /** The dotted path of the first number that parsed to ±Infinity, or null. */

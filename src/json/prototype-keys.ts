@@ -2,9 +2,9 @@
  * Where a parsed body holds a key the body parser refuses: `__proto__`, or
  * `constructor` holding `prototype` (secure-json-parse's rule, the one
  * fastify applies: such keys pollute prototypes in JavaScript code that
- * merges objects). Only for the refusal's `param`, on the rare body that
- * has one: `value` comes from JSON.parse, which makes them own properties
- * and pollutes nothing.
+ * merges objects). Looked for only in a body whose text may hold one
+ * (jsonShape): `value` comes from JSON.parse, which makes them own
+ * properties and pollutes nothing.
  */
 
 /** The dotted path of the first such key, breadth first as the parser looks; null when there is none. */

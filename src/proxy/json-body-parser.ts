@@ -4,8 +4,8 @@
  * not re-serialized. Refused with 400 before any route sees them: bytes
  * that are not UTF-8 (RFC 8259 §8.1; decoding would repair them, so what was
  * checked would differ from what is forwarded), `__proto__` and
- * `constructor.prototype` keys (secure-json-parse, as fastify's own parser
- * does; named in the refusal's `param`), nesting deeper than MAX_DEPTH, more
+ * `constructor.prototype` keys (fastify's own parser, secure-json-parse,
+ * refuses them too; named in the refusal's `param`), nesting deeper than MAX_DEPTH, more
  * objects and arrays or more distinct object layouts than the body size
  * limit allows, and numbers beyond the double range.
  * A body with a Content-Encoding other than identity is 415 (RFC 9110
@@ -14,9 +14,8 @@
  */
 import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import secureJson from 'secure-json-parse'
 import { GatewayError } from '../errors/gateway-error.js'
-import { BYTES_PER_CONTAINER, firstNonFiniteNumber, jsonShape, MAX_DEPTH, mayHoldNonFiniteNumber } from '../json/json-limits.js'
+import { BYTES_PER_CONTAINER, firstNonFiniteNumber, jsonShape, MAX_DEPTH, type JsonShape } from '../json/json-limits.js'
 import { BYTES_PER_LAYOUT, countObjectLayouts } from '../json/object-layouts.js'
 import { prototypeKeyPath } from '../json/prototype-keys.js'
 import { readBody } from './body-reader.js'
@@ -27,6 +26,8 @@ declare module 'fastify' {
     rawBody: Buffer | null
   }
 }
+
+const BYTE_ORDER_MARK = 0xfeff
 
 export class InvalidJsonError extends SyntaxError {
   readonly code = 'FST_ERR_CTP_INVALID_JSON_BODY'
@@ -74,34 +75,36 @@ function parseBody(request: FastifyRequest, raw: Buffer, limit: number, done: (e
     const why = `The body's objects have more than ${maxLayouts} distinct layouts (member names in order), the most this gateway parses (one per ${BYTES_PER_LAYOUT} bytes of server.body_limit_bytes).`
     return done(new GatewayError('invalid_value', why), undefined)
   }
+  let text = raw.toString('utf8')
+  // RFC 8259 §8.1: a parser may ignore a byte order mark (JSON.parse does not).
+  if (text.charCodeAt(0) === BYTE_ORDER_MARK) text = text.slice(1)
   let parsed: unknown
-  const text = raw.toString('utf8')
   try {
-    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+    parsed = JSON.parse(text)
   } catch (error) {
-    return done(refusalOf(text, error as Error), undefined)
+    return done(new InvalidJsonError((error as Error).message), undefined)
   }
-  const huge = mayHoldNonFiniteNumber(text) ? firstNonFiniteNumber(parsed) : null
-  if (huge !== null) {
-    const param = huge === '' ? null : huge
-    return done(new GatewayError('invalid_value', `${param ?? 'The body'} is a number beyond the double range (±1.8e308).`, { param }), undefined)
-  }
+  const refusal = refusalOfValue(parsed, shape)
+  if (refusal !== null) return done(refusal, undefined)
   done(null, parsed)
 }
 
 /**
- * Why the parser refused the text. Valid JSON with a prototype key is not
- * "not valid JSON": the refusal names the key, so the client knows what to rename.
+ * A key or number the parsed body may not hold, as its refusal, or null.
+ * Only looked for where the scan saw one may be. JSON.parse makes such keys
+ * own properties, polluting nothing here; JavaScript services upstream that
+ * merge objects would be polluted.
  */
-function refusalOf(text: string, error: Error): Error {
-  let path: string | null = null
-  try {
-    path = prototypeKeyPath(JSON.parse(text))
-  } catch {
-    // Not JSON at all: the parser's own message says where.
+function refusalOfValue(parsed: unknown, shape: JsonShape): GatewayError | null {
+  const key = shape.mayHoldPrototypeKey ? prototypeKeyPath(parsed) : null
+  if (key !== null) {
+    const why = `${key} is a key this gateway refuses (__proto__, or constructor holding prototype, would pollute prototypes in JavaScript services): rename it.`
+    return new GatewayError('invalid_value', why, { param: key })
   }
-  if (path === null) return new InvalidJsonError(error.message)
-  return new GatewayError('invalid_value', `${path} is a key this gateway refuses (__proto__, or constructor holding prototype, would pollute prototypes in JavaScript services): rename it.`, { param: path })
+  const huge = shape.mayHoldHugeNumber ? firstNonFiniteNumber(parsed) : null
+  if (huge === null) return null
+  const param = huge === '' ? null : huge
+  return new GatewayError('invalid_value', `${param ?? 'The body'} is a number beyond the double range (±1.8e308).`, { param })
 }
 
 /** `identity`, or a list of nothing else (`identity, identity`); case and spaces do not matter. */

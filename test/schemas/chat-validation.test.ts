@@ -350,6 +350,15 @@ describe('chat validation: numbers beyond the double range', () => {
   ])('%s: 1e400 is refused with 400', async (param, raw) => {
     await expectRefused(undefined, param, { raw })
   })
+
+  // Regression: the text check looked only for a 3-digit exponent or 309 digits in a row, so these
+  // passed it; where no schema types the member, the backend got a number it reads as infinity.
+  it.each([
+    ['308 nines, then e5', `${'9'.repeat(308)}e5`],
+    ['1 and 300 zeros, then .5E+10', `1${'0'.repeat(300)}.5E+10`],
+  ])('%s, in a member no schema types, is refused with 400 too', async (_name, digits) => {
+    await expectRefused(undefined, 'kv_transfer_params.a', { raw: `{"model":"m","messages":${JSON.stringify(USER)},"kv_transfer_params":{"a":${digits}}}` })
+  })
 })
 
 describe('chat validation: bounds past 2^53 are checked on the digits sent', () => {
