@@ -6,6 +6,7 @@
  * the error code). Bodies, query strings and credentials are never logged.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Logger } from 'pino'
 import type { Metrics } from './metrics/registry.js'
 
 export const CLIENT_CLOSED_REQUEST = 499
@@ -21,6 +22,8 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
     const seconds = reply.elapsedTime / 1000
     metrics.requestsTotal.inc({ route: facts.route, model: facts.model, status: String(status) })
     metrics.requestDuration.observe({ route: facts.route, model: facts.model }, seconds)
+    // At warn or above the line is not written: its record is not built either. The app's logger is pino (app.ts).
+    if (!(request.log as Logger).isLevelEnabled('info')) return
     request.log.info(
       {
         request_id: facts.requestId,
