@@ -11,6 +11,8 @@ import type { Principal } from './principal.js'
 import { DerivationLimiter } from './derivation-limiter.js'
 
 const MAX_CONCURRENT_DERIVATIONS = 2
+/** ~0.6 s of waiting at the default scrypt settings (~40 ms a check, two at once); more are 429. */
+export const MAX_WAITING_DERIVATIONS = 32
 
 /** The key derivation; tests pass a counting one to see that every check pays one. */
 export type Derive = typeof deriveScrypt
@@ -25,7 +27,7 @@ export class BasicUserStore {
   readonly #decoy: ScryptHash
   readonly #derive: Derive
   /** Two of libuv's four threads at most: the others stay free for hostname lookups. */
-  readonly #limiter = new DerivationLimiter(MAX_CONCURRENT_DERIVATIONS)
+  readonly #limiter = new DerivationLimiter(MAX_CONCURRENT_DERIVATIONS, MAX_WAITING_DERIVATIONS)
 
   constructor(users: readonly User[], derive: Derive = deriveScrypt) {
     this.#derive = derive

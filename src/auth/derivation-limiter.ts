@@ -1,10 +1,13 @@
 /**
- * At most `max` password derivations at once; the rest wait their turn, and
- * one whose client left while it waited never runs. scrypt runs on libuv's
- * thread pool (4 threads), which also resolves hostnames: a resource audit's
- * flood of failed Basic attempts filled it, backends addressed by name
- * timed out connecting (502s), and every queued derivation still ran (10.6 s
- * of CPU) after its clients had gone.
+ * At most `max` password derivations at once; up to `maxWaiting` more wait
+ * their turn, one whose client left while it waited never runs, and the
+ * rest are refused at once. scrypt runs on libuv's thread pool (4 threads),
+ * which also resolves hostnames: a resource audit's flood of failed Basic
+ * attempts filled it, backends addressed by name timed out connecting
+ * (502s), and every queued derivation still ran (10.6 s of CPU) after its
+ * clients had gone. The line was unbounded until a flood of held
+ * connections was seen to make it as long as the flood, each check
+ * waiting behind all of them.
  */
 
 /** Refused: the client left before its derivation could start. */
@@ -15,20 +18,31 @@ export class ClientLeftError extends Error {
   }
 }
 
+/** Refused: as many checks wait already as the line holds. */
+export class DerivationsBusyError extends Error {
+  constructor() {
+    super('Too many credential checks are waiting: retry in a second.')
+    this.name = 'DerivationsBusyError'
+  }
+}
+
 export class DerivationLimiter {
   readonly #max: number
+  readonly #maxWaiting: number
   #running = 0
   /** Each resolves its waiter with a slot handed over: counted already, so no newcomer can take it first. */
   readonly #waiting: (() => void)[] = []
 
-  constructor(max: number) {
+  constructor(max: number, maxWaiting: number) {
     this.#max = max
+    this.#maxWaiting = maxWaiting
   }
 
   async run<T>(derive: () => Promise<T>, clientGone?: AbortSignal): Promise<T> {
     if (clientGone?.aborted === true) throw new ClientLeftError()
     if (this.#running < this.#max) this.#running++
-    else await this.#turn(clientGone)
+    else if (this.#waiting.length < this.#maxWaiting) await this.#turn(clientGone)
+    else throw new DerivationsBusyError()
     try {
       return await derive()
     } finally {

@@ -11,7 +11,7 @@ import type { Authenticators } from './authenticate.js'
 import { admitted, authenticate, duplicateCredentials, InsufficientScopeError } from './authenticate.js'
 import type { AuthRequirement, Principal } from './principal.js'
 import { sendContinue } from './expect-continue.js'
-import { ClientLeftError } from './derivation-limiter.js'
+import { ClientLeftError, DerivationsBusyError } from './derivation-limiter.js'
 import { GatewayError } from '../errors/gateway-error.js'
 
 /** `bodyLimitBytes`: a client waiting for "100 Continue" is told to send a body up to this size once its credentials passed. */
@@ -76,6 +76,7 @@ function refusal(request: FastifyRequest, error: unknown): Error {
   if (error instanceof InsufficientScopeError) request.facts.principal = error.principal
   // Nobody to answer (its access line says 499): not a gateway fault to log as one.
   if (error instanceof ClientLeftError) return new GatewayError('invalid_credentials', error.message)
+  if (error instanceof DerivationsBusyError) return new GatewayError('credential_checks_busy', error.message, { headers: { 'retry-after': '1' } })
   return error as Error
 }
 

@@ -46,6 +46,7 @@ export const ERROR_KINDS = {
   rate_limit_tokens: { status: 429, type: 'rate_limit_error' },
   concurrency: { status: 429, type: 'rate_limit_error' },
   queue_full: { status: 429, type: 'rate_limit_error' },
+  credential_checks_busy: { status: 429, type: 'rate_limit_error' },
   queue_timeout: { status: 503, type: 'overloaded_error' },
   not_found: { status: 404, type: 'not_found_error' },
   no_healthy_backend: { status: 503, type: 'service_unavailable' },

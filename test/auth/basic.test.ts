@@ -4,9 +4,10 @@
  * gateway on port 0 in front of the stand-ins, which record what reached them.
  */
 import { randomBytes } from 'node:crypto'
+import { Client } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { decodeBasic } from '../../src/auth/authenticate.js'
-import { BasicUserStore, mixedSettingsWarning, type Derive } from '../../src/auth/basic.js'
+import { BasicUserStore, MAX_WAITING_DERIVATIONS, mixedSettingsWarning, type Derive } from '../../src/auth/basic.js'
 import { deriveScrypt, formatScryptHash, hashPassword, parseScryptHash, type ScryptHash } from '../../src/auth/scrypt-hash.js'
 import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/object-store-stand-in.js'
 import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
@@ -143,6 +144,49 @@ describe('Basic credentials on /obj/read', () => {
     expect(answer.status).toBe(401)
     expect(answer.challenge).toBe(BASIC_CHALLENGE)
     expect(store.received.length).toBe(before)
+  })
+})
+
+// Regression: the line of checks waiting for a derivation had no bound, so a flood of held
+// connections with wrong passwords made every new check wait behind all of them.
+describe('a flood of failed Basic checks', () => {
+  const FLOOD = 100
+
+  it('past two running and the line, checks are 429 at once; a connection that proved its credentials is still served', async () => {
+    const proven = new Client(gw.url)
+    const readOnProven = async () => {
+      const answer = await proven.request({ method: 'POST', path: '/obj/read', headers: { authorization: basic(`${ALICE.username}:${ALICE.password}`), 'content-type': 'application/json' }, body: READ_BODY })
+      await answer.body.dump()
+      return answer.statusCode
+    }
+    try {
+      expect(await readOnProven()).toBe(200)
+      let firstBusy!: () => void
+      const busy = new Promise<void>((resolve) => (firstBusy = resolve))
+      const flood = Array.from({ length: FLOOD }, async (_, i) => {
+        const response = await fetch(`${gw.url}/obj/read`, { method: 'POST', headers: { authorization: basic(`${ALICE.username}:wrong-${i}`), 'content-type': 'application/json' }, body: READ_BODY })
+        const answer = { status: response.status, retryAfter: response.headers.get('retry-after'), body: (await response.json()) as { error: Record<string, unknown> } }
+        if (answer.status === 429) firstBusy()
+        return answer
+      })
+      const settled = Promise.all(flood)
+      await Promise.race([busy, settled])
+      // The line is full now; this connection's proof needs no derivation.
+      expect(await readOnProven()).toBe(200)
+
+      const answers = await settled
+      const refused = answers.filter((a) => a.status === 429)
+      expect(answers.filter((a) => a.status !== 401 && a.status !== 429)).toEqual([])
+      // Two running and the whole line were checked in full; the rest did not wait.
+      expect(answers.filter((a) => a.status === 401).length).toBeGreaterThanOrEqual(2 + MAX_WAITING_DERIVATIONS)
+      expect(refused.length).toBeGreaterThan(0)
+      for (const answer of refused) {
+        expect(answer.retryAfter).toBe('1')
+        expect(answer.body.error).toMatchObject({ type: 'rate_limit_error', code: 'credential_checks_busy', param: null })
+      }
+    } finally {
+      await proven.close()
+    }
   })
 })
 

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest'
 import { BasicUserStore } from '../../src/auth/basic.js'
-import { ClientLeftError, DerivationLimiter } from '../../src/auth/derivation-limiter.js'
+import { ClientLeftError, DerivationLimiter, DerivationsBusyError } from '../../src/auth/derivation-limiter.js'
 import { deferred } from '../support/deferred.js'
 
 describe('DerivationLimiter', () => {
   // Regression (audit): a flood of failed Basic attempts filled libuv's thread pool (hostname lookups of
   // backends timed out), and every queued derivation ran after its client had gone.
   it('runs at most two at once; one whose client left while it waited never runs', async () => {
-    const limiter = new DerivationLimiter(2)
+    const limiter = new DerivationLimiter(2, 10)
     const started: string[] = []
     const finish = new Map<string, () => void>()
     const work = (name: string) => () => {
@@ -37,7 +37,7 @@ describe('DerivationLimiter', () => {
   })
 
   it('a slot freed goes to the first in line, not to a newcomer arriving in the same turn', async () => {
-    const limiter = new DerivationLimiter(1)
+    const limiter = new DerivationLimiter(1, 10)
     const order: string[] = []
     const firstDone = deferred()
     const a = limiter.run(async () => {
@@ -55,11 +55,38 @@ describe('DerivationLimiter', () => {
   })
 
   it('a client already gone when its turn comes is refused, and the next one runs', async () => {
-    const limiter = new DerivationLimiter(1)
+    const limiter = new DerivationLimiter(1, 10)
     const gone = new AbortController()
     gone.abort()
     await expect(limiter.run(async () => 'x', gone.signal)).rejects.toBeInstanceOf(ClientLeftError)
     expect(await limiter.run(async () => 'y')).toBe('y')
+  })
+
+  it('holds at most maxWaiting in line and refuses the next at once; a place freed is taken again', async () => {
+    const limiter = new DerivationLimiter(1, 2)
+    const started: string[] = []
+    const finish = new Map<string, () => void>()
+    const work = (name: string) => () => {
+      started.push(name)
+      const done = deferred()
+      finish.set(name, done.resolve)
+      return done.promise.then(() => name)
+    }
+    const a = limiter.run(work('a'))
+    const b = limiter.run(work('b'))
+    const c = limiter.run(work('c'))
+    await expect(limiter.run(work('d'))).rejects.toBeInstanceOf(DerivationsBusyError)
+    finish.get('a')!()
+    expect(await a).toBe('a')
+    // b left the line for the slot: one place is free again.
+    const e = limiter.run(work('e'))
+    await expect(limiter.run(work('f'))).rejects.toBeInstanceOf(DerivationsBusyError)
+    for (const name of ['b', 'c', 'e']) {
+      await until(() => finish.has(name))
+      finish.get(name)!()
+    }
+    expect(await Promise.all([b, c, e])).toEqual(['b', 'c', 'e'])
+    expect(started).toEqual(['a', 'b', 'c', 'e'])
   })
 })
 
