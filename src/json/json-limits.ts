@@ -83,8 +83,18 @@ function mayNamePrototypeKey(raw: Buffer, opening: number, closing: number): boo
   const length = closing - opening - 1
   if (length < PROTO.length || length > LONGEST_SPELLING || !isMemberName(raw, closing)) return false
   if (spells(raw, opening + 1, closing, PROTO) || spells(raw, opening + 1, closing, CONSTRUCTOR)) return true
-  const backslash = raw.indexOf(BACKSLASH, opening + 1)
-  return backslash !== -1 && backslash < closing
+  return holdsBackslash(raw, opening + 1, closing)
+}
+
+/**
+ * Whether a backslash lies from `start` to `end` (at most 66 bytes here).
+ * Not raw.indexOf: that searches on past `end` to the next backslash or the
+ * body's end, and a review's 7.9 MiB of 40-name objects with no backslash
+ * took 32 s to scan that way (names × body), against 0.3 s before.
+ */
+function holdsBackslash(raw: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (raw[i] === BACKSLASH) return true
+  return false
 }
 
 function spells(raw: Buffer, start: number, end: number, word: Buffer): boolean {

@@ -12,7 +12,9 @@
  * FNV-style 32-bit states, the second cut to 20 bits, so the pair is one
  * exact double): two layouts share one with odds of ~1e-6 at 131,072, and
  * a collision only makes the count fall short by one. The seeds are per
- * process, so a body cannot be made to collide in advance.
+ * process, so a body cannot be made to collide in advance. Names are
+ * hashed as written: `"\u0061"` and `"a"` count as two layouts though V8
+ * makes one, which can only refuse a body sooner, never let one through.
  */
 import { randomInt } from 'node:crypto'
 import { CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'

@@ -18,6 +18,30 @@ describe('jsonShape', () => {
   })
 })
 
+describe('the scan reads a body once', () => {
+  // Regression (review): the escaped-name check searched with indexOf from each name of 9 to 66
+  // bytes on, past its end to the next backslash or the body's end: names × body bytes (7.9 MiB
+  // of 40-name objects with no backslash took 32 s, the event loop held).
+  it('its native searches together span the body at most once, whatever its names', () => {
+    const names = Array.from({ length: 40 }, (_, i) => `"n${String(i).padStart(8, '0')}":0,"name_${i}_padded_to_twenty":1`).join(',')
+    const raw = Buffer.from(`[${Array.from({ length: 50 }, () => `{${names}}`).join(',')},"a long tail: ${'x'.repeat(100)} \\ ${'y'.repeat(100)}"]`)
+    const spans: number[] = []
+    const original = Buffer.prototype.indexOf
+    Buffer.prototype.indexOf = function (this: Buffer, value: number, byteOffset?: number) {
+      const found = original.call(this, value, byteOffset)
+      spans.push((found === -1 ? this.length : found) - (byteOffset ?? 0))
+      return found
+    } as typeof original
+    try {
+      expect(jsonShape(raw).mayHoldPrototypeKey).toBe(false)
+    } finally {
+      Buffer.prototype.indexOf = original
+    }
+    expect(spans.length).toBeGreaterThan(0)
+    expect(spans.reduce((sum, span) => sum + span, 0)).toBeLessThanOrEqual(raw.length)
+  })
+})
+
 describe('numbers that may be beyond the double range', () => {
   const suspect = (text: string) => shapeOf(text).mayHoldHugeNumber
 
