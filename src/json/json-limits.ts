@@ -150,13 +150,40 @@ function isDigit(byte: number | undefined): boolean {
   return byte !== undefined && byte >= ZERO && byte <= NINE
 }
 
-/** The dotted path of the first number that parsed to ±Infinity, or null. */
-export function firstNonFiniteNumber(value: unknown, path = ''): string | null {
-  if (typeof value === 'number') return Number.isFinite(value) ? null : path
+/** The dotted path of the first number that parsed to ±Infinity, depth first ('' for the body itself), or null. */
+export function firstNonFiniteNumber(value: unknown): string | null {
+  const names = nonFiniteNames(value)
+  return names === null ? null : names.reverse().join('.')
+}
+
+/**
+ * The names down to the first non-finite number, innermost first. A name is
+ * written out only for the one found: one string per member made a body
+ * holding `1e308` (finite, but flagged) and 8 MiB of numbers hold the event
+ * loop for 6 s (a review).
+ */
+function nonFiniteNames(value: unknown): (string | number)[] | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? null : []
   if (value === null || typeof value !== 'object') return null
-  for (const [key, member] of Object.entries(value)) {
-    const found = firstNonFiniteNumber(member, path === '' ? key : `${path}.${key}`)
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = memberNames(value[i], i)
+      if (found !== null) return found
+    }
+    return null
+  }
+  for (const name of Object.keys(value)) {
+    const found = memberNames((value as Record<string, unknown>)[name], name)
     if (found !== null) return found
   }
   return null
+}
+
+/** nonFiniteNames of a member, its own name added; plain values answered without a call. */
+function memberNames(member: unknown, name: string | number): (string | number)[] | null {
+  if (typeof member === 'number') return Number.isFinite(member) ? null : [name]
+  if (member === null || typeof member !== 'object') return null
+  const found = nonFiniteNames(member)
+  found?.push(name)
+  return found
 }
