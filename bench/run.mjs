@@ -4,6 +4,7 @@
 //   instructions  instructions per request under callgrind, gateway against the floor
 //   allocations   bytes allocated per request and the GCs they cost, gateway against the floor
 //   stalls        what the main thread's stalls at 500 req/s are made of, gateway against the floor
+//   bodies        how long adversarial 1-8 MiB chat bodies hold the gateway's event loop
 //   soak     10,000 idle streams, then the 10-minute soak
 import { spawnSync } from 'node:child_process'
 
@@ -13,6 +14,7 @@ const PLANS = {
   instructions: [['bench/instructions.mjs']],
   allocations: [['bench/allocations.mjs']],
   stalls: [['bench/stalls.mjs']],
+  bodies: [['bench/bodies.mjs']],
   soak: [['bench/streams.mjs', { BENCH_STREAMS: '10000' }], ['bench/soak.mjs']],
 }
 
