@@ -15,6 +15,8 @@
  * process, so a body cannot be made to collide in advance. Names are
  * hashed as written: `"\u0061"` and `"a"` count as two layouts though V8
  * makes one, which can only refuse a body sooner, never let one through.
+ * Names that are array indices (`"0"`, `"50256"`) are not counted: V8 keeps
+ * them apart from the hidden class.
  */
 import { randomInt } from 'node:crypto'
 import { CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
@@ -57,6 +59,11 @@ export function countObjectLayouts(raw: Buffer, most: number): number {
       }
       const end = closingQuote(raw, i)
       if (end < 0) break
+      if (isArrayIndex(raw, i + 1, end)) {
+        i = end
+        expectingName = false
+        continue
+      }
       let a = low[depth]!
       let b = high[depth]!
       // Through the closing quote, so that "ab","c" and "a","bc" differ.
@@ -85,4 +92,22 @@ export function countObjectLayouts(raw: Buffer, most: number): number {
     }
   }
   return seen.size
+}
+
+const ZERO = 0x30
+const NINE = 0x39
+const LARGEST_INDEX = Buffer.from('4294967294')
+
+/**
+ * Whether the name from `start` to `end` is an array index as written
+ * (`0`, `17`, up to 2^32 - 2, no leading zero). V8 keeps such members as
+ * elements, not in the hidden class: 600,000 of them parse in ~0.2 s,
+ * sparse ones in ~0.4 s for 8 MiB. A `logit_bias` over a whole vocabulary
+ * (150,000 token ids) is made of them, and counted as layouts it was refused.
+ */
+function isArrayIndex(raw: Buffer, start: number, end: number): boolean {
+  const length = end - start
+  if (length === 0 || length > LARGEST_INDEX.length || (length > 1 && raw[start] === ZERO)) return false
+  for (let i = start; i < end; i++) if (raw[i]! < ZERO || raw[i]! > NINE) return false
+  return length < LARGEST_INDEX.length || raw.compare(LARGEST_INDEX, 0, LARGEST_INDEX.length, start, end) <= 0
 }

@@ -23,6 +23,13 @@ describe('countObjectLayouts', () => {
     expect(layouts('[{"a\\"b":1},{"a\\"c":1},{"a\\"b":1}]')).toBe(2)
   })
 
+  it('does not count names that are array indices, which V8 keeps out of the hidden class', () => {
+    expect(layouts('[{"0":1,"1":2},{"50256":-100},{"4294967294":1}]')).toBe(0)
+    expect(layouts('{"a":1,"0":2,"b":3}')).toBe(2)
+    // Not indices: a leading zero, past 2^32 - 2, a sign, an escape, empty.
+    expect(layouts('[{"01":1},{"4294967295":1},{"-1":1},{"\\u0031":1},{"":1}]')).toBe(5)
+  })
+
   it('stops one over the cap, and does not scan text too short to exceed it', () => {
     const distinct = `[${Array.from({ length: 100 }, (_, i) => `{"k${i}":1}`).join(',')}]`
     expect(countObjectLayouts(Buffer.from(distinct), 10)).toBe(11)

@@ -147,6 +147,14 @@ describe('distinct object layouts for the body size (one per 64 bytes of the lim
     await stillServing()
   })
 
+  // Regression (review): every name counted, so a logit_bias over a whole vocabulary was refused.
+  it('names that are array indices are not counted: a logit_bias past the cap is forwarded', async () => {
+    const bias = Array.from({ length: MOST + 100 }, (_, i) => `"${i * 7}":-100`).join(',')
+    const before = fx.counts()
+    expect((await post(CHAT, `{"messages":[{"role":"user","content":"hi"}],"logit_bias":{${bias}}}`)).status).toBe(200)
+    expect(delta(before)).toEqual({ ...NOTHING, chat: 1 })
+  })
+
   it('many objects in a few layouts are not counted against it', async () => {
     const repeated = Array.from({ length: MOST + MOST / 2 }, (_, i) => `{"role":"user","content":"${i}"}`).join(',')
     const before = fx.counts()

@@ -110,9 +110,13 @@ function shapeOf(value: unknown): { depth: number; containers: number; layouts: 
   return { depth: deepest, containers, layouts: layouts.size }
 }
 
+/** Names that are array indices make no layout (README: "JSON limits"). */
+const ARRAY_INDEX = /^(0|[1-9]\d{0,9})$/
+
 function addLayouts(layouts: Map<string, number>, names: string[]): void {
   let parent = 0
   for (const name of names) {
+    if (ARRAY_INDEX.test(name) && Number(name) <= 4294967294) continue
     const step = `${parent}:${name}`
     parent = layouts.get(step) ?? layouts.set(step, layouts.size + 1).size
   }
