@@ -41,6 +41,7 @@ const SHAPES = {
     return filled(withMembers(',"x":['), `{${names}}`, ']}', bytes)
   },
   'objects with an escaped name': (bytes) => filled(withMembers(',"x":['), '{"\\u0061bcdefghi":1}', ']}', bytes),
+  'logit_bias over token ids': (bytes) => filled(withMembers(',"logit_bias":{'), (i) => `"${i}":-1`, '}}', bytes),
   'tiny strings': (bytes) => filled(withMembers(',"x":['), '"a"', ']}', bytes),
   'empty objects (over the container cap)': (bytes) => filled(withMembers(',"x":['), '{}', ']}', bytes),
   'distinct names (over the layout cap)': (bytes) => filled(withMembers(',"x":['), (i) => `{"k${i}":1}`, ']}', bytes),
