@@ -3,19 +3,25 @@ import { BasicUserStore } from '../../src/auth/basic.js'
 import { ClientLeftError, DerivationLimiter, DerivationsBusyError } from '../../src/auth/derivation-limiter.js'
 import { deferred } from '../support/deferred.js'
 
+/** Work items that run until the test finishes them: which started, in order, and the finisher of each. */
+function heldWork() {
+  const started: string[] = []
+  const finish = new Map<string, () => void>()
+  const work = (name: string) => () => {
+    started.push(name)
+    const done = deferred()
+    finish.set(name, done.resolve)
+    return done.promise.then(() => name)
+  }
+  return { started, finish, work }
+}
+
 describe('DerivationLimiter', () => {
   // Regression (audit): a flood of failed Basic attempts filled libuv's thread pool (hostname lookups of
   // backends timed out), and every queued derivation ran after its client had gone.
   it('runs at most two at once; one whose client left while it waited never runs', async () => {
     const limiter = new DerivationLimiter(2, 10)
-    const started: string[] = []
-    const finish = new Map<string, () => void>()
-    const work = (name: string) => () => {
-      started.push(name)
-      const done = deferred()
-      finish.set(name, done.resolve)
-      return done.promise.then(() => name)
-    }
+    const { started, finish, work } = heldWork()
     const gone = new AbortController()
 
     const a = limiter.run(work('a'))
@@ -64,14 +70,7 @@ describe('DerivationLimiter', () => {
 
   it('holds at most maxWaiting in line and refuses the next at once; a place freed is taken again', async () => {
     const limiter = new DerivationLimiter(1, 2)
-    const started: string[] = []
-    const finish = new Map<string, () => void>()
-    const work = (name: string) => () => {
-      started.push(name)
-      const done = deferred()
-      finish.set(name, done.resolve)
-      return done.promise.then(() => name)
-    }
+    const { started, finish, work } = heldWork()
     const a = limiter.run(work('a'))
     const b = limiter.run(work('b'))
     const c = limiter.run(work('c'))
