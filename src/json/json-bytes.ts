@@ -8,6 +8,12 @@ export const OPEN_BRACE = 0x7b
 export const CLOSE_BRACE = 0x7d
 export const OPEN_BRACKET = 0x5b
 export const CLOSE_BRACKET = 0x5d
+export const ZERO = 0x30
+
+/** An ASCII digit, 0 to 9 (undefined past the end of the text is not one). */
+export function isDigit(byte: number | undefined): boolean {
+  return byte !== undefined && byte >= ZERO && byte <= 0x39
+}
 
 /** JSON's four whitespace bytes: space, tab, line feed, carriage return (RFC 8259 §2). */
 export function isJsonWhitespace(byte: number | undefined): boolean {

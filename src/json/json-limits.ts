@@ -9,7 +9,7 @@
  * for the other two: a prompt's text is read neither byte by byte nor by a
  * regular expression.
  */
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COLON, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COLON, isDigit, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE, ZERO } from './json-bytes.js'
 
 export const MAX_DEPTH = 128
 /**
@@ -37,8 +37,6 @@ export interface JsonShape {
 const MINUS = 0x2d
 const PLUS = 0x2b
 const DOT = 0x2e
-const ZERO = 0x30
-const NINE = 0x39
 const LOWER_CASE_BIT = 0x20
 const LOWER_E = 0x65
 /** A double's largest is 1.8e308: a number of 309 digits or more before the point, exponent included, may pass it. */
@@ -144,10 +142,6 @@ function digitRunEnd(raw: Buffer, from: number): number {
   let i = from
   while (isDigit(raw[i])) i++
   return i
-}
-
-function isDigit(byte: number | undefined): boolean {
-  return byte !== undefined && byte >= ZERO && byte <= NINE
 }
 
 /** The dotted path of the first number that parsed to ±Infinity, depth first ('' for the body itself), or null. */

@@ -19,7 +19,7 @@
  * them apart from the hidden class.
  */
 import { randomInt } from 'node:crypto'
-import { CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-bytes.js'
+import { CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COMMA, isDigit, OPEN_BRACE, OPEN_BRACKET, QUOTE, ZERO } from './json-bytes.js'
 import { MAX_DEPTH } from './json-limits.js'
 
 /** Bytes of `body_limit_bytes` per distinct object layout a body may hold (131,072 for 8 MiB). */
@@ -94,8 +94,6 @@ export function countObjectLayouts(raw: Buffer, most: number): number {
   return seen.size
 }
 
-const ZERO = 0x30
-const NINE = 0x39
 const LARGEST_INDEX = Buffer.from('4294967294')
 
 /**
@@ -108,6 +106,6 @@ const LARGEST_INDEX = Buffer.from('4294967294')
 function isArrayIndex(raw: Buffer, start: number, end: number): boolean {
   const length = end - start
   if (length === 0 || length > LARGEST_INDEX.length || (length > 1 && raw[start] === ZERO)) return false
-  for (let i = start; i < end; i++) if (raw[i]! < ZERO || raw[i]! > NINE) return false
+  for (let i = start; i < end; i++) if (!isDigit(raw[i])) return false
   return length < LARGEST_INDEX.length || raw.compare(LARGEST_INDEX, 0, LARGEST_INDEX.length, start, end) <= 0
 }
