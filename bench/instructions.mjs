@@ -7,23 +7,33 @@
 // report splits the main thread's instructions by where they run (our code,
 // fastify, undici, Node, V8) and lists the functions that differ most.
 //   npm run bench -- instructions        (~2 minutes; needs valgrind)
-import { mkdtemp, rm } from 'node:fs/promises'
+//   npm run bench -- instructions-streams  the same per stream: 16 tokens, 5 ms apart, as (c) sends them
+import { copyFile, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { callgrindAvailable, startUnderCallgrind } from './lib/callgrind.mjs'
 import { perfMapNames, readCallgrindProfile } from './lib/callgrind-profile.mjs'
 import { startChildServer } from './lib/child-server.mjs'
-import { CHAT_BODY } from './lib/load.mjs'
+import { CHAT_BODY, STREAM_BODY } from './lib/load.mjs'
 import { machine, writeResult } from './lib/results.mjs'
+
+// BENCH_INSTRUCTIONS_STREAMS=1 counts streams as (c) sends them (16 tokens, 5 ms apart) in place of
+// small JSON answers: the per-event relay work runs for each of a stream's ~19 events. More connections
+// keep the target busy through the backend's pauses, and fewer streams than requests keep the run short.
+const STREAMS = process.env.BENCH_INSTRUCTIONS_STREAMS === '1'
+const CONNECTIONS = STREAMS ? 32 : 8
+const BODY = STREAMS ? STREAM_BODY : CHAT_BODY
+const BACKEND_ENV = STREAMS ? { BENCH_TOKENS: '16', BENCH_DELAY_MS: '5' } : {}
+const UNIT = STREAMS ? 'stream' : 'request'
+const RESULT_FILE = STREAMS ? 'instructions-streams.json' : 'instructions.json'
 
 // Under valgrind a target serves ~300-800 req/s: 20,000 requests get the
 // hot path compiled (the main thread's count repeated within 0.2 % over three
 // runs of a trial script with this warm-up), and 2,000 counted ones average
 // out per-request noise.
-const WARM_UP_REQUESTS = Number(process.env.BENCH_WARM_UP_REQUESTS ?? 20000)
-const MEASURED_REQUESTS = Number(process.env.BENCH_MEASURED_REQUESTS ?? 2000)
-const CONNECTIONS = 8
+const WARM_UP_REQUESTS = Number(process.env.BENCH_WARM_UP_REQUESTS ?? (STREAMS ? 6000 : 20000))
+const MEASURED_REQUESTS = Number(process.env.BENCH_MEASURED_REQUESTS ?? (STREAMS ? 1000 : 2000))
 const TOP_FUNCTIONS = 20
 const LABEL_WIDTH = 64
 const TARGETS = { gateway: ['bench/servers/gateway.mjs', 'admission'], node_floor: ['bench/servers/bare-proxy.mjs'] }
@@ -66,6 +76,7 @@ async function countTarget(name, [script, ...args], backendUrl, outDir) {
     await send(target.url, MEASURED_REQUESTS, `${name} counted`)
     const files = await target.dump()
     const names = await perfMapNames(target.perfMapPath)
+    if (process.env.BENCH_KEEP_CALLGRIND === '1') await copyFile(target.perfMapPath, join(outDir, `${name}-${target.pid}.perf.map`))
     const threads = await Promise.all(files.map((file) => readCallgrindProfile(file, names)))
     return summarize(threads.sort((a, b) => a.thread - b.thread))
   } finally {
@@ -80,7 +91,7 @@ async function send(url, amount, what) {
     connections: CONNECTIONS,
     amount,
     headers: { 'content-type': 'application/json', authorization: 'Bearer bench-token' },
-    body: CHAT_BODY,
+    body: BODY,
   })
   const failed = result.non2xx + result.errors + result.timeouts
   if (result.requests.total < amount || failed > 0) throw new Error(`${what}: ${result.requests.total} of ${amount} requests answered, ${failed} failed`)
@@ -130,7 +141,7 @@ function topDifferences(gateway, floor) {
 
 function report(counts, top) {
   const { gateway, node_floor: floor } = counts
-  console.log(`\nInstructions per request (callgrind), ${thousands(MEASURED_REQUESTS)} requests counted after ${thousands(WARM_UP_REQUESTS)} of warm-up, ${CONNECTIONS} connections`)
+  console.log(`\nInstructions per ${UNIT} (callgrind), ${thousands(MEASURED_REQUESTS)} ${UNIT}s counted after ${thousands(WARM_UP_REQUESTS)} of warm-up, ${CONNECTIONS} connections`)
   console.log(`${''.padEnd(LABEL_WIDTH)}${'gateway'.padStart(10)}${'floor'.padStart(10)}${'difference'.padStart(12)}`)
   const row = (label, g, f) => console.log(`${label.padEnd(LABEL_WIDTH)}${thousands(g).padStart(10)}${thousands(f).padStart(10)}${signed(g - f).padStart(12)}`)
   row('main thread', gateway.main_thread_per_request, floor.main_thread_per_request)
@@ -146,7 +157,7 @@ function report(counts, top) {
     const f = floor.named[label]
     row(`  ${label} (${thousands(g.calls_per_1000_requests)} / ${thousands(f.calls_per_1000_requests)})`, g.instructions_per_request, f.instructions_per_request)
   }
-  console.log(`\nTop ${TOP_FUNCTIONS} functions by own instructions per request, gateway minus floor:`)
+  console.log(`\nTop ${TOP_FUNCTIONS} functions by own instructions per ${UNIT}, gateway minus floor:`)
   for (const entry of top) console.log(`${signed(entry.difference).padStart(9)}  ${entry.function}`)
 }
 
@@ -156,7 +167,7 @@ async function main() {
     process.exit(1)
   }
   const outDir = await mkdtemp(join(tmpdir(), 'sluice-callgrind-'))
-  const backend = await startChildServer('bench/servers/backend.mjs', [])
+  const backend = await startChildServer('bench/servers/backend.mjs', [], BACKEND_ENV)
   let counts
   try {
     // Counted side by side: valgrind runs each target on one core at a time, and a count does not depend on the other's load.
@@ -164,14 +175,17 @@ async function main() {
     counts = Object.fromEntries(entries)
   } finally {
     await backend.stop()
-    await rm(outDir, { recursive: true, force: true })
+    // BENCH_KEEP_CALLGRIND=1 keeps the raw profiles (and perf maps' copies) for callgrind_annotate or a closer look.
+    if (process.env.BENCH_KEEP_CALLGRIND === '1') console.log(`callgrind profiles kept in ${outDir}`)
+    else await rm(outDir, { recursive: true, force: true })
   }
   const top = topDifferences(counts.gateway, counts.node_floor)
   report(counts, top)
   const withoutSelf = (c) => Object.fromEntries(Object.entries(c).filter(([key]) => key !== 'self'))
   const json = {
     date: new Date().toISOString(),
-    command: 'npm run bench -- instructions',
+    command: `npm run bench -- ${STREAMS ? 'instructions-streams' : 'instructions'}`,
+    unit: UNIT,
     machine: machine(),
     warm_up_requests: WARM_UP_REQUESTS,
     measured_requests: MEASURED_REQUESTS,
@@ -179,7 +193,7 @@ async function main() {
     targets: { gateway: withoutSelf(counts.gateway), node_floor: withoutSelf(counts.node_floor) },
     top_differences: top,
   }
-  console.log(`\nwritten to ${await writeResult('instructions.json', json)}`)
+  console.log(`\nwritten to ${await writeResult(RESULT_FILE, json)}`)
 }
 
 await main()

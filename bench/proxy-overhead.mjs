@@ -13,7 +13,7 @@ import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startChildServer } from './lib/child-server.mjs'
-import { CHAT_BODY, load } from './lib/load.mjs'
+import { CHAT_BODY, load, STREAM_BODY } from './lib/load.mjs'
 import { nginxAvailable, startNginx } from './lib/nginx.mjs'
 import { inTurns, percentile, pooled, sum } from './lib/interleaved.mjs'
 import { openLoop, streamLoop } from './lib/open-loop.mjs'
@@ -43,7 +43,6 @@ const PATH = '/v1/chat/completions'
 const needsKey = (target) => target.startsWith('gateway')
 const headers = (target) => ({ 'content-type': 'application/json', ...(needsKey(target) ? { authorization: `Bearer ${TOKEN}` } : {}) })
 // The backend serves any model name; the gateway knows "bench".
-const STREAM_BODY = JSON.stringify({ model: 'bench', stream: true, messages: [{ role: 'user', content: 'Hello, how are you today?' }] })
 
 /**
  * direct, gateway (log level warn: no access log), gateway_logged (info: one

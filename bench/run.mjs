@@ -2,6 +2,7 @@
 //   (none)        proxy overhead, then admission
 //   streams       5,000 idle streams
 //   instructions  instructions per request under callgrind, gateway against the floor
+//   instructions-streams  the same per stream (16 tokens, 5 ms apart)
 //   allocations   bytes allocated per request and the GCs they cost, gateway against the floor
 //   stalls        what the main thread's stalls at 500 req/s are made of, gateway against the floor
 //   bodies        how long adversarial 1-8 MiB chat bodies hold the gateway's event loop
@@ -12,6 +13,7 @@ const PLANS = {
   default: [['bench/proxy-overhead.mjs'], ['bench/admission.mjs']],
   streams: [['bench/streams.mjs', { BENCH_STREAMS: '5000' }]],
   instructions: [['bench/instructions.mjs']],
+  'instructions-streams': [['bench/instructions.mjs', { BENCH_INSTRUCTIONS_STREAMS: '1' }]],
   allocations: [['bench/allocations.mjs']],
   stalls: [['bench/stalls.mjs']],
   bodies: [['bench/bodies.mjs']],

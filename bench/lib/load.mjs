@@ -4,6 +4,7 @@ import autocannon from 'autocannon'
 // BENCH_PROMPT_BYTES pads the user message to that many bytes (a real prompt is kilobytes, the default body ~100 bytes).
 const PROMPT = 'Hello, how are you today?'.padEnd(Number(process.env.BENCH_PROMPT_BYTES ?? 0), ' Hello, how are you today?')
 export const CHAT_BODY = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: PROMPT }], max_tokens: 8 })
+export const STREAM_BODY = JSON.stringify({ model: 'bench', stream: true, messages: [{ role: 'user', content: PROMPT }] })
 
 export async function load({ url, path = '/v1/chat/completions', token, connections = 64, seconds = 5, body = CHAT_BODY, overallRate }) {
   const result = await autocannon({
