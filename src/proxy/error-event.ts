@@ -13,6 +13,7 @@
  * bytes: a chat chunk does not start with `{"error"` or `{"object":"error"`
  * (vLLM writes `"id"` first), and only an event that does is parsed.
  */
+import { bytesAt } from '../bytes-at.js'
 import { dataOf } from './stream-usage.js'
 
 export interface ErrorEvent {
@@ -59,11 +60,11 @@ function startsLikeErrorBody(event: Buffer): boolean {
   let at = skipSpaces(event, DATA_FIELD_LENGTH)
   if (event[at] !== OPEN_BRACE) return false
   at = skipSpaces(event, at + 1)
-  if (startsAt(event, QUOTED_ERROR, at)) return true
-  if (!startsAt(event, OBJECT_KEY, at)) return false
+  if (bytesAt(event, QUOTED_ERROR, at)) return true
+  if (!bytesAt(event, OBJECT_KEY, at)) return false
   at = skipSpaces(event, at + OBJECT_KEY.length)
   if (event[at] !== COLON) return false
-  return startsAt(event, QUOTED_ERROR, skipSpaces(event, at + 1))
+  return bytesAt(event, QUOTED_ERROR, skipSpaces(event, at + 1))
 }
 
 function skipSpaces(event: Buffer, from: number): number {
@@ -72,6 +73,3 @@ function skipSpaces(event: Buffer, from: number): number {
   return at
 }
 
-function startsAt(event: Buffer, key: Buffer, at: number): boolean {
-  return event.length >= at + key.length && event.compare(key, 0, key.length, at, at + key.length) === 0
-}

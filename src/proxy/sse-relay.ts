@@ -13,11 +13,14 @@
 import type { ErrorBody } from '../errors/gateway-error.js'
 import { errorEventOf, type ErrorEvent } from './error-event.js'
 import { SseEventSplitter } from './sse-events.js'
+import { bytesAt } from '../bytes-at.js'
 import { carriesContent, dataOf, inspectEvent, type TokenUsage } from './stream-usage.js'
 
 const DONE_MARK = Buffer.from('[DONE]')
 /** Room for `data: [DONE]` with an `event:` or `id:` line and trailing spaces; a content event is larger. */
 const DONE_MAX_BYTES = 256
+const DATA_FIELD = Buffer.from('data:')
+const SPACE = 0x20
 
 /**
  * Whether the event's data is `[DONE]`, read as an SSE client reads it (the
@@ -25,15 +28,17 @@ const DONE_MAX_BYTES = 256
  * space after the colon dropped, whatever other fields the event has.
  */
 function isDone(event: Buffer): boolean {
-  if (event.length > DONE_MAX_BYTES || event.indexOf(DONE_MARK) < 0) return false
+  if (event.length > DONE_MAX_BYTES) return false
+  // The usual event, `data:` first: its data starts as its first line's value does. Read in place,
+  // as every event of a stream is asked this and a Buffer method call costs ten times the compare.
+  if (startsWithData(event)) return bytesAt(event, DONE_MARK, event[DATA_FIELD.length] === SPACE ? DATA_FIELD.length + 1 : DATA_FIELD.length)
+  if (event.indexOf(DONE_MARK) < 0) return false
   return dataOf(event.toString('latin1'))?.startsWith('[DONE]') === true
 }
 
-const DATA_FIELD = Buffer.from('data:')
-
 /** An event whose first line is a `data:` field: vLLM's chunks are one such line each. */
 function startsWithData(event: Buffer): boolean {
-  return event.length >= DATA_FIELD.length && event.compare(DATA_FIELD, 0, DATA_FIELD.length, 0, DATA_FIELD.length) === 0
+  return bytesAt(event, DATA_FIELD, 0)
 }
 
 /** One event after the others of a chunk; no array for the usual chunk of one event. */

@@ -89,6 +89,11 @@ describe('SseRelay', () => {
     expect(endedBy(roleChunk, 'data: [DONE] and more\n\n')).toBe(true)
     expect(endedBy(roleChunk, 'data: {"cho')).toBe(false)
     expect(endedBy(roleChunk, 'data: {"content":"[DONE]"}\n\n')).toBe(false)
+    // Read in place when `data:` comes first: one space dropped, not two; the data lines joined.
+    expect(endedBy(roleChunk, 'data:  [DONE]\n\n')).toBe(false)
+    expect(endedBy(roleChunk, 'data: [DON\ndata: E]\n\n')).toBe(false)
+    expect(endedBy(roleChunk, 'data: [DONE]\ndata: more\n\n')).toBe(true)
+    expect(endedBy(roleChunk, 'data: [DONE')).toBe(false)
   })
 
   // Regression (audit): [DONE] counted only as the last event of its chunk, and only in 16 bytes, so a stream with
