@@ -5,6 +5,7 @@
  * `"usage":null` members it causes are removed, so the client's stream is
  * what it would have been without the gateway.
  */
+import { ByteSearch } from '../byte-search.js'
 
 export interface TokenUsage {
   readonly prompt: number
@@ -45,6 +46,8 @@ export function completionUsage(body: Buffer): TokenUsage | null | undefined {
 }
 
 const USAGE_KEY = Buffer.from('"usage":')
+/** Looked for in every streamed event: see byte-search.ts for why not Buffer's indexOf. */
+const USAGE_KEY_SEARCH = new ByteSearch(USAGE_KEY)
 /**
  * A delta with generated text, reasoning or a tool call: the role-only first
  * chunk does not count. Spaces allowed where JSON allows them (Python's
@@ -77,7 +80,7 @@ const CLOSE_EVENT = Buffer.from('}\n\n')
 /** Looks at one whole SSE event. Cheap for the common cases: no `"usage":` in it, or a trailing `"usage":null`. */
 export function inspectEvent(event: Buffer, stripInjectedUsage: boolean): EventVerdict {
   if (endsInNullUsage(event)) return { forward: stripInjectedUsage ? withoutNullUsage(event) : event, usage: null }
-  const at = event.indexOf(USAGE_KEY)
+  const at = USAGE_KEY_SEARCH.firstIn(event)
   if (at < 0) return { forward: event, usage: null }
   const nullUsageEnd = trailingNullUsageEnd(event, at)
   if (nullUsageEnd >= 0) {
@@ -127,7 +130,7 @@ function endsInNullUsage(event: Buffer): boolean {
   const tailAt = event.length - NULL_USAGE_TAIL.length
   if (tailAt < 0) return false
   for (let i = 0; i < NULL_USAGE_TAIL.length; i++) if (event[tailAt + i] !== NULL_USAGE_TAIL[i]) return false
-  return event.indexOf(LF) === event.length - 2 && event.indexOf(USAGE_KEY) === tailAt + 1
+  return event.indexOf(LF) === event.length - 2 && USAGE_KEY_SEARCH.firstIn(event) === tailAt + 1
 }
 
 /** The event with its trailing `,"usage":null` cut out. */
