@@ -54,7 +54,7 @@ function describe(error: ErrorObject): { path: string; message: string } {
       return unknownKey(path, String(params.additionalProperty), Object.keys(error.parentSchema?.properties ?? {}))
     case 'type': {
       const types = Array.isArray(params.type) ? params.type : String(params.type).split(',')
-      return { path, message: `must be ${types.map(article).join(' or ')}` }
+      return { path, message: `must be ${types.map(article).join(' or ')}${given(error.data)}` }
     }
     case 'enum':
       return { path, message: `must be one of: ${(params.allowedValues as unknown[]).map(show).join(', ')}` }
@@ -86,6 +86,19 @@ function article(type: string): string {
   if (type === 'integer') return 'an integer'
   if (type === 'object' || type === 'array') return `an ${type}`
   return `a ${type}`
+}
+
+/**
+ * What was given instead, by kind only: a value may be a secret (a YAML
+ * password that reads as a number) or a prompt, and neither belongs in an
+ * error body or on a terminal. Empty when the error does not carry its data.
+ */
+function given(data: unknown): string {
+  if (data === undefined) return ''
+  if (data === null) return ' (got null)'
+  if (Array.isArray(data)) return ' (got an array)'
+  if (typeof data === 'number') return Number.isInteger(data) ? ' (got a number)' : ' (got a fractional number)'
+  return ` (got ${article(typeof data)})`
 }
 
 function show(value: unknown): string {

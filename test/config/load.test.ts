@@ -204,7 +204,7 @@ models:
 `)
     expect(found).toHaveLength(3)
     expect(found).toContainEqual({ path: 'server.bogus', message: 'is not a known key' })
-    expect(found).toContainEqual({ path: 'server.port', message: 'must be an integer' })
+    expect(found).toContainEqual({ path: 'server.port', message: 'must be an integer (got a string)' })
     expect(found).toContainEqual({ path: 'models.0.backends.0.url', message: 'environment variable BACKEND_URL is not set' })
   })
 
@@ -419,7 +419,7 @@ models:
   })
 
   it('reports a document that is not a mapping', () => {
-    expect(issues('- a\n')).toEqual([{ path: '', message: 'must be an object' }])
+    expect(issues('- a\n')).toEqual([{ path: '', message: 'must be an object (got an array)' }])
   })
 
   it('refuses an upstream auth that is none of the allowed forms', () => {
@@ -683,7 +683,7 @@ models:
     expect(lines).toEqual([
       'models.0.backends.0.url: environment variable BACKEND_URL is not set',
       'server.bogus: is not a known key',
-      'server.port: must be an integer',
+      'server.port: must be an integer (got a string)',
     ])
   })
 

@@ -52,16 +52,31 @@ describe('toIssues', () => {
   })
 
   it.each([
-    [{ type: 'integer' }, 'must be an integer'],
-    [{ type: 'string' }, 'must be a string'],
-    [{ type: 'object' }, 'must be an object'],
-    [{ type: 'array' }, 'must be an array'],
-    [{ type: ['integer', 'null'] }, 'must be an integer or null'],
-    [{ type: ['boolean', 'null'] }, 'must be a boolean or null'],
+    [{ type: 'integer' }, 'must be an integer (got an object)'],
+    [{ type: 'string' }, 'must be a string (got an object)'],
+    [{ type: 'object' }, 'must be an object (got a string)'],
+    [{ type: 'array' }, 'must be an array (got an object)'],
+    [{ type: ['integer', 'null'] }, 'must be an integer or null (got an object)'],
+    [{ type: ['boolean', 'null'] }, 'must be a boolean or null (got an object)'],
   ])('describes a type error of %j', (member, message) => {
     const schema = { type: 'object', properties: { x: member } }
     const data = { x: member.type === 'object' ? 'str' : { not: 'this' } }
     expect(issuesFor(schema, data)).toEqual([{ path: 'x', message }])
+  })
+
+  // What was given is told by its kind, never its value: a YAML password may read as a number.
+  it.each([
+    [{ type: 'string' }, 12345678, 'must be a string (got a number)'],
+    [{ type: 'integer' }, 1.5, 'must be an integer (got a fractional number)'],
+    [{ type: 'integer' }, '8080', 'must be an integer (got a string)'],
+    [{ type: 'string' }, null, 'must be a string (got null)'],
+    [{ type: 'object' }, [1], 'must be an object (got an array)'],
+    [{ type: 'array' }, true, 'must be an array (got a boolean)'],
+  ])('tells the kind given to a %j, not the value: %j', (member, value, message) => {
+    const schema = { type: 'object', properties: { x: member } }
+    const issues = issuesFor(schema, { x: value })
+    expect(issues).toEqual([{ path: 'x', message }])
+    if (typeof value === 'number' || typeof value === 'string') expect(issues[0]!.message).not.toContain(String(value))
   })
 
   it('lists the allowed values of an enum', () => {
@@ -122,7 +137,7 @@ describe('toIssues', () => {
     const issues = issuesFor(schema, { v: true, w: 1 })
     expect(issues).toHaveLength(2)
     expect(issues).toContainEqual({ path: 'v', message: 'does not match any allowed form' })
-    expect(issues).toContainEqual({ path: 'w', message: 'must be a string' })
+    expect(issues).toContainEqual({ path: 'w', message: 'must be a string (got a number)' })
   })
 
   // Regression (audit): an empty object id got Ajv's own "must NOT have fewer than 1 characters".
@@ -146,7 +161,7 @@ describe('toIssues', () => {
       expect.arrayContaining([
         { path: 'name', message: 'is required' },
         { path: 'extra', message: 'is not a known key' },
-        { path: 'port', message: 'must be an integer' },
+        { path: 'port', message: 'must be an integer (got a string)' },
       ]),
     )
     expect(issuesFor(schema, { port: 'x', extra: 1 })).toHaveLength(3)
