@@ -7,6 +7,7 @@
 import type { RawBackendConfig, RawGatewayConfig, RawModelConfig } from './schema.js'
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_PORT, DEFAULT_QUEUED_BODY_LIMIT_BYTES } from './schema.js'
 import type { ValidationIssue } from '../schemas/validation-issue.js'
+import { listenHostProblem } from './listen-host.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
 import { basicCredentialProblem, headerSecretProblem, baseUrlProblem, redisUrlProblem, v1BaseProblem } from './credential-rules.js'
 
@@ -73,11 +74,9 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   const redisProblem = typeof redisUrl === 'string' ? redisUrlProblem(redisUrl) : null
   if (redisProblem !== null) issues.push({ path: 'state.redis_url', message: redisProblem })
   const server = member(data, 'server')
-  // check passed it, and serve then failed with "getaddrinfo ENOTFOUND localhost:8080" (an operator audit).
   const host = member(server, 'host')
-  if (typeof host === 'string' && /^[^:[\]]+:\d+$/.test(host)) {
-    issues.push({ path: 'server.host', message: 'looks like host:port: give the host alone, and the port in server.port' })
-  }
+  const hostProblem = typeof host === 'string' ? listenHostProblem(host) : null
+  if (hostProblem !== null) issues.push({ path: 'server.host', message: hostProblem })
   // The gateway would listen twice on one port and fail to start with EADDRINUSE.
   const port = member(server, 'port') ?? DEFAULT_PORT
   if (typeof port === 'number' && port !== 0 && member(server, 'metrics_port') === port) {

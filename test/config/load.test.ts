@@ -20,6 +20,11 @@ const MODEL = `models:
       - url: http://127.0.0.1:8000
 `
 
+/** A model's served_name, a key that takes any text, as written in YAML (double-quoted) with `env`. */
+function servedName(yamlText: string, env: Record<string, string>): string {
+  return ok(`models:\n  - name: m\n    served_name: "${yamlText}"\n    backends: [{ url: "http://a:1" }]\n`, env).models[0]!.served_name
+}
+
 function ok(text: string, env: Record<string, string> = {}): GatewayConfig {
   const result = parseConfig(text, env)
   if (!result.ok) throw new Error(`expected a valid config, got ${JSON.stringify(result.issues)}`)
@@ -157,11 +162,11 @@ server:
   })
 
   it('keeps a value that contains YAML syntax as a string', () => {
-    expect(ok(`${MODEL}server: { host: "\${H}" }\n`, { H: 'a: [b]' }).server.host).toBe('a: [b]')
+    expect(servedName('${H}', { H: 'a: [b]' })).toBe('a: [b]')
   })
 
   it('does not expand references inside a substituted value', () => {
-    expect(ok(`${MODEL}server: { host: "\${H}" }\n`, { H: '${OTHER}', OTHER: 'x' }).server.host).toBe('${OTHER}')
+    expect(servedName('${H}', { H: '${OTHER}', OTHER: 'x' })).toBe('${OTHER}')
   })
 
   // Regression: these stayed in the value as literal text, so a typo'd reference went upstream as the credential.
@@ -176,7 +181,7 @@ server:
   })
 
   it('$${ writes a literal ${, next to a reference', () => {
-    expect(ok(`${MODEL}server: { host: "a$\${B}-\${C}" }\n`, { C: 'c' }).server.host).toBe('a${B}-c')
+    expect(servedName('a$${B}-${C}', { C: 'c' })).toBe('a${B}-c')
   })
 
   it('reports an unset ${VAR} at the path of its key', () => {
@@ -538,7 +543,19 @@ auth:
 
   it('refuses a server.host with a port in it, and takes hosts and IPv6 addresses', () => {
     expect(issues('server: { host: "localhost:8080" }\n' + MODEL)).toEqual([{ path: 'server.host', message: expect.stringContaining('give the host alone') }])
-    for (const host of ['0.0.0.0', '::', '::1', 'gateway.internal']) expect(ok(`server: { host: "${host}" }\n${MODEL}`).server.host).toBe(host)
+    for (const host of ['0.0.0.0', '::', '::1', 'gateway.internal', 'fe80::1%eth0', 'sluice_gateway', 'localhost.']) expect(ok(`server: { host: "${host}" }\n${MODEL}`).server.host).toBe(host)
+  })
+
+  // Regression (operator audit): check passed these, and serve failed with getaddrinfo ENOTFOUND.
+  it.each([
+    ['[::1]:8080', 'give it bare (::1), and the port in server.port'],
+    ['[::1]', 'give it bare (::1)'],
+    ['http://localhost', 'must be an IP address'],
+    ['local host', 'must be an IP address'],
+    ['-gateway', 'must be an IP address'],
+    ['a..b', 'must be an IP address'],
+  ])('refuses server.host %j, saying what to write', (host, message) => {
+    expect(issues(`server: { host: "${host}" }\n${MODEL}`)).toEqual([{ path: 'server.host', message: expect.stringContaining(message) }])
   })
 
   it('refuses user:password@ in backend and upstream URLs', () => {
