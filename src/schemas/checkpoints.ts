@@ -88,11 +88,20 @@ function decodedOrNull(text: string): string | null {
  * carrying the gateway's own credential.
  */
 export function checkModelIdSegment(modelId: string): string {
-  // eslint-disable-next-line no-control-regex
-  if (modelId === '' || modelId === '.' || modelId === '..' || /[\u0000-\u001f\u007f-\u009f/\\%]/.test(modelId) || isTooLong(modelId)) {
-    throw invalid('model_id', `must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without "/", "\\", "%" or control characters`)
+  if (modelId === '' || isTooLong(modelId) || !isSafeSegment(modelId) || !isSafeSegment(modelId.normalize('NFKC'))) {
+    throw invalid('model_id', `must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without "/", "\\", "%" or control characters (nor their full-width forms)`)
   }
   return encodeURIComponent(modelId)
+}
+
+/**
+ * Checked as written and in Unicode's compatibility form (NFKC) too: a
+ * server that normalizes what it decodes reads the full-width `．．`
+ * (U+FF0E) as `..` and `／` as `/`.
+ */
+function isSafeSegment(segment: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return segment !== '.' && segment !== '..' && !/[\u0000-\u001f\u007f-\u009f/\\%]/.test(segment)
 }
 
 /** Characters are code points (README), not UTF-16 units: an emoji counts once. */

@@ -556,6 +556,20 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     }
   })
 
+  // Regression (noticed by an audit, left until now): a server that normalizes what it decodes (NFKC)
+  // reads the full-width dots U+FF0E as "..", and U+FF0F, U+FF3C, U+FF05 as "/", "\\", "%".
+  it('the full-width forms of the dot segments and of / \\ % are refused too; other non-ASCII ids pass', async () => {
+    const before = checkpoints.received.length
+    for (const id of ['．．', '．', '‥', 'a／b', 'a＼b', 'a％2Fb', '﹒﹒']) {
+      const answer = await getPath(gw, `/v1/preview/models/${encodeURIComponent(id)}/checkpoints`)
+      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: 'model_id' })
+    }
+    expect(checkpoints.received.length).toBe(before)
+    const answer = await getPath(gw, `/v1/preview/models/${encodeURIComponent('modèle-ｌｌａｍａ')}/checkpoints`)
+    expect(answer.status).toBe(404)
+    expect(checkpoints.received.length).toBe(before + 1)
+  })
+
   it('nothing but the checkpoint path was ever requested from the checkpoints upstream', () => {
     for (const request of checkpoints.received) {
       expect(request.method).toBe('GET')
