@@ -9,21 +9,30 @@
  * with the members changed, not with the prompt: for a 100-byte body it is
  * what JSON.stringify cost (~11,000 instructions, `npm run bench --
  * instructions`), for a 200 KB one a fifteenth. When the bytes cannot be
- * laid out (a changed member the client sent twice, a member removed), the
- * body is serialized instead.
+ * laid out (a changed member the client sent twice), the body is
+ * serialized instead.
  */
 import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from '../json/json-bytes.js'
 import { topLevelLayout, withoutByteOrderMark, type MemberSpan } from '../json/json-object-layout.js'
 
 type JsonObject = Readonly<Record<string, unknown>>
 
-/** `received`: the client's body as received, which parsed to `sent`; `upstream`: the normalized body. */
-export function upstreamChatBody(received: Buffer | null, sent: JsonObject, upstream: JsonObject): Buffer | string {
-  const diff = received === null ? null : memberDiff(sent, upstream)
-  if (received === null || diff === null) return JSON.stringify(upstream)
+/**
+ * `received`: the client's body as received, which parsed to `sent`;
+ * `changes`: the top-level members the backend's body sets
+ * (schemas/normalize-chat.ts), whether the client sent them or not.
+ */
+export function upstreamChatBody(received: Buffer | null, sent: JsonObject, changes: JsonObject): Buffer | string {
+  const diff = received === null ? null : memberDiff(sent, changes)
+  if (received === null || diff === null) return serialized(sent, changes)
   const raw = withoutByteOrderMark(received)
-  if (diff.changed.length === 0) return diff.added.length === 0 ? raw : withMembersAppended(raw, diff.added, upstream)
-  return spliced(raw, diff, upstream) ?? JSON.stringify(upstream)
+  if (diff.changed.length === 0) return diff.added.length === 0 ? raw : (withMembersAppended(raw, diff.added, changes) ?? serialized(sent, changes))
+  return spliced(raw, diff, changes) ?? serialized(sent, changes)
+}
+
+/** The whole normalized body, serialized: members keep their place, added ones come last. */
+function serialized(sent: JsonObject, changes: JsonObject): string {
+  return JSON.stringify(Object.assign({}, sent, changes))
 }
 
 interface MemberDiff {
@@ -31,41 +40,35 @@ interface MemberDiff {
   readonly changed: readonly string[]
 }
 
-/** Which top-level members the normalized body added or replaced; null when it removed one. */
-function memberDiff(sent: JsonObject, upstream: JsonObject): MemberDiff | null {
+/** Which of the changes add a member and which replace one the client sent (a change to the same value is none); null when one is undefined. */
+function memberDiff(sent: JsonObject, changes: JsonObject): MemberDiff | null {
   const added: string[] = []
   const changed: string[] = []
-  let kept = 0
-  for (const name in upstream) {
-    const value = upstream[name]
+  for (const name in changes) {
+    const value = changes[name]
     // JSON.stringify would leave such a member out; the splice cannot.
     if (value === undefined) return null
     // A parsed JSON body holds no undefined: undefined means the client did not send it.
     if (sent[name] === undefined) added.push(name)
-    else {
-      kept++
-      if (sent[name] !== value) changed.push(name)
-    }
+    else if (sent[name] !== value) changed.push(name)
   }
-  let sentCount = 0
-  for (const _ in sent) sentCount++
-  return sentCount === kept ? { added, changed } : null
+  return { added, changed }
 }
 
 /**
  * The common case: nothing the client sent changed, so the new members go
  * before the closing brace, found from the end without laying out the body.
  */
-function withMembersAppended(raw: Buffer, added: readonly string[], upstream: JsonObject): Buffer | string {
+function withMembersAppended(raw: Buffer, added: readonly string[], changes: JsonObject): Buffer | null {
   // Past the closing brace there is only whitespace: a few bytes from the end.
   let close = raw.length - 1
   while (close >= 0 && raw[close] !== CLOSE_BRACE) close--
-  if (close < 0) return JSON.stringify(upstream)
-  return Buffer.concat([raw.subarray(0, close), Buffer.from(`${members(added, upstream, isEmptyBefore(raw, close))}}`)])
+  if (close < 0) return null
+  return Buffer.concat([raw.subarray(0, close), Buffer.from(`${members(added, changes, isEmptyBefore(raw, close))}}`)])
 }
 
 /** Replaces the values of changed members in place, then appends the added ones. */
-function spliced(raw: Buffer, diff: MemberDiff, upstream: JsonObject): Buffer | null {
+function spliced(raw: Buffer, diff: MemberDiff, changes: JsonObject): Buffer | null {
   const layout = topLevelLayout(raw)
   if (layout === null) return null
   const replaced: MemberSpan[] = []
@@ -79,17 +82,17 @@ function spliced(raw: Buffer, diff: MemberDiff, upstream: JsonObject): Buffer | 
   const parts: Buffer[] = []
   let from = 0
   for (const span of replaced) {
-    parts.push(raw.subarray(from, span.start), Buffer.from(jsonText(upstream[span.name])))
+    parts.push(raw.subarray(from, span.start), Buffer.from(jsonText(changes[span.name])))
     from = span.end
   }
-  parts.push(raw.subarray(from, layout.close), Buffer.from(`${members(diff.added, upstream, layout.members.length === 0)}}`))
+  parts.push(raw.subarray(from, layout.close), Buffer.from(`${members(diff.added, changes, layout.members.length === 0)}}`))
   return Buffer.concat(parts)
 }
 
 /** `,"name":value` for each name (no comma before the first when the object was empty). */
-function members(names: readonly string[], upstream: JsonObject, first: boolean): string {
+function members(names: readonly string[], changes: JsonObject, first: boolean): string {
   let text = ''
-  for (const name of names) text += `${first && text === '' ? '' : ','}${jsonText(name)}:${jsonText(upstream[name])}`
+  for (const name of names) text += `${first && text === '' ? '' : ','}${jsonText(name)}:${jsonText(changes[name])}`
   return text
 }
 

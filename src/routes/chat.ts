@@ -7,7 +7,7 @@ import { compileBodyCheck } from '../schemas/body-validator.js'
 import { ChatCompletionRequest, type ChatCompletionBody } from '../schemas/chat.js'
 import { findRuleViolation } from '../schemas/chat-rules.js'
 import { findWideIntegerViolation } from '../schemas/wide-integer-bounds.js'
-import { normalizeChat, withStreamUsage } from '../schemas/normalize-chat.js'
+import { injectedStreamOptions, normalizedMembers } from '../schemas/normalize-chat.js'
 import { admitKey } from '../scheduling/key-policy.js'
 import { affinityKey } from '../routing/balancers/prefix-affinity.js'
 import { chooseRequestId, REQUEST_ID_RULE } from '../schemas/request-id.js'
@@ -45,8 +45,10 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   const requestId = resolveRequestId(request, body)
   request.facts.requestId = requestId
   reply.header('x-request-id', requestId)
-  const { body: upstreamBody, injected } = withStreamUsage(normalizeChat(body, route.settings.served_name, requestId))
-  const payload = upstreamChatBody(request.rawBody, body, upstreamBody)
+  const members = normalizedMembers(body, route.settings.served_name, requestId)
+  const streamOptions = injectedStreamOptions(body)
+  if (streamOptions !== null) members.stream_options = streamOptions
+  const payload = upstreamChatBody(request.rawBody, body, members)
   const priority = body.priority ?? 0
   const affinity = route.settings.balance === 'prefix_affinity' ? affinityKey(body) : null
   // Watched before the first await: a key check in Redis is a round trip, and
@@ -58,7 +60,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
     ticket.release()
     return unlessCutOff(reply, client)
   }
-  return forwardChat(ctx, request, reply, { route, payload, bodyBytes: request.rawBody?.length ?? 0, messages: body.messages, requestId, priority, stripInjectedUsage: injected, ticket, affinityKey: affinity, client })
+  return forwardChat(ctx, request, reply, { route, payload, bodyBytes: request.rawBody?.length ?? 0, messages: body.messages, requestId, priority, stripInjectedUsage: streamOptions !== null, ticket, affinityKey: affinity, client })
 }
 
 /**

@@ -43,7 +43,7 @@ describe('upstreamChatBody', () => {
     expect(upstreamChatBody(raw, sent, Object.assign({}, sent))).toBe(raw)
   })
 
-  it('serializes the whole body when a changed member was sent twice (also once escaped), or a member went', () => {
+  it('serializes the whole body when a changed member was sent twice (also once escaped)', () => {
     const twice = received('{"model":"a","model":"b","messages":[]}')
     const twiceUp = Object.assign({}, twice.sent, { model: 'served' })
     expect(upstreamChatBody(twice.raw, twice.sent, twiceUp)).toBe(JSON.stringify(twiceUp))
@@ -51,9 +51,13 @@ describe('upstreamChatBody', () => {
     const twiceEscaped = received('{"model":"a","mod\\u0065l":"b","messages":[]}')
     const twiceEscapedUp = Object.assign({}, twiceEscaped.sent, { model: 'served' })
     expect(upstreamChatBody(twiceEscaped.raw, twiceEscaped.sent, twiceEscapedUp)).toBe(JSON.stringify(twiceEscapedUp))
+  })
 
-    const removed = received('{"model":"a","extra":1}')
-    expect(upstreamChatBody(removed.raw, removed.sent, { model: 'a' })).toBe('{"model":"a"}')
+  it("takes only the members that change: the rest of the body is the client's, member for member", () => {
+    const { raw, sent } = received('{"model":"a","extra":1,"messages":[]}')
+    expect(text(upstreamChatBody(raw, sent, { model: 'b', request_id: 'r' }))).toBe('{"model":"b","extra":1,"messages":[],"request_id":"r"}')
+    expect(upstreamChatBody(raw, sent, { model: 'a' })).toBe(raw)
+    expect(upstreamChatBody(null, sent, { model: 'b' })).toBe('{"model":"b","extra":1,"messages":[]}')
   })
 
   it('leaves out a leading byte order mark, which the body parser skipped and Python refuses', () => {
@@ -78,12 +82,13 @@ describe('upstreamChatBody', () => {
         for (const [n, v] of sentMembers) sent[n] = v
         const raw = Buffer.from(JSON.stringify(sent, null, indent))
         const parsed = JSON.parse(raw.toString('utf8')) as Body
-        const upstream: Body = Object.assign({}, parsed)
-        // Edits replace members the client sent (every other one, by seed) and add new ones.
+        // Changes replace members the client sent (every other one, by seed) and add new ones.
+        const changes: Body = {}
         edits.forEach(([n, v], i) => {
-          if ((seed + i) % 2 === 0 || !Object.hasOwn(upstream, n)) upstream[n] = v
+          if ((seed + i) % 2 === 0 || !Object.hasOwn(parsed, n)) changes[n] = v
         })
-        const out = text(upstreamChatBody(raw, parsed, upstream))
+        const upstream: Body = Object.assign({}, parsed, changes)
+        const out = text(upstreamChatBody(raw, parsed, changes))
         expect(JSON.parse(out)).toEqual(JSON.parse(JSON.stringify(upstream)))
         const names = topLevelLayout(Buffer.from(out))?.members.map((m) => m.name)
         if (names !== undefined) expect(new Set(names).size).toBe(names.length)
