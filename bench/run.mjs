@@ -5,6 +5,7 @@
 //   instructions-streams  the same per stream (16 tokens, 5 ms apart)
 //   allocations   bytes allocated per request and the GCs they cost, gateway against the floor
 //   stalls        what the main thread's stalls at 500 req/s are made of, gateway against the floor
+//   first-byte    where a stream's first byte goes (own work, upstream exchange, waiting), gateway against the floor
 //   bodies        how long adversarial 1-8 MiB chat bodies hold the gateway's event loop
 //   soak     10,000 idle streams, then the 10-minute soak
 import { spawnSync } from 'node:child_process'
@@ -17,6 +18,7 @@ const PLANS = {
   allocations: [['bench/allocations.mjs']],
   stalls: [['bench/stalls.mjs']],
   bodies: [['bench/bodies.mjs']],
+  'first-byte': [['bench/first-byte.mjs']],
   soak: [['bench/streams.mjs', { BENCH_STREAMS: '10000' }], ['bench/soak.mjs']],
 }
 
