@@ -27,7 +27,10 @@ export function readBody(payload: Readable, announcedLength: string | undefined,
   const done = (error: Error | null, body?: Buffer): void => {
     if (settled) return
     settled = true
-    stop()
+    // Once 'end' was emitted the stream emits no more data, and its listeners go with it: three
+    // removeListener calls were ~1 % of a small request's instructions. Before that, they are removed
+    // so no more bytes are copied.
+    if (!payload.readableEnded) stop()
     whenRead(error, body)
   }
   let body: Buffer = Buffer.allocUnsafe(Math.min(FIRST_BYTES, Number.isNaN(announced) ? limit : announced))

@@ -41,6 +41,23 @@ describe('readBody', () => {
     expect(outcomes).toEqual([reason])
   })
 
+  // The listeners are removed only when the read stops before the stream's end (each removal is ~1,000
+  // instructions, three per request); after the end the stream emits no more data.
+  it('stops listening when it stops early, and leaves an ended stream as it is', async () => {
+    const early = new PassThrough()
+    readBody(early, undefined, 4, () => undefined)
+    early.write('abcde')
+    expect(early.listenerCount('data')).toBe(0)
+    expect(early.listenerCount('end')).toBe(0)
+
+    const whole = new PassThrough()
+    const read = new Promise<Error | null>((resolve) => readBody(whole, '3', 10, (error) => resolve(error)))
+    whole.end('abc')
+    expect(await read).toBeNull()
+    // An error after the end reaches the reader's listener (not an unhandled 'error'), which settles nothing twice.
+    expect(() => whole.emit('error', new Error('late'))).not.toThrow()
+  })
+
   it('reads an empty body as empty', async () => {
     expect((await read([], '0', 10)).length).toBe(0)
   })
