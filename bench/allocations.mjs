@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { startChildServer } from './lib/child-server.mjs'
 import { allocationSites } from './lib/heap-profile.mjs'
-import { CHAT_BODY } from './lib/load.mjs'
+import { BENCH_HEADERS, CHAT_BODY, CHAT_PATH, GATEWAY_AND_FLOOR } from './lib/load.mjs'
 import { openLoop } from './lib/open-loop.mjs'
 import { stepper } from './lib/signal-steps.mjs'
 import { machine, writeResult } from './lib/results.mjs'
@@ -24,10 +24,7 @@ const WARM_UP_REQUESTS = Number(process.env.BENCH_WARM_UP_REQUESTS ?? 20000)
 const MEASURED_REQUESTS = Number(process.env.BENCH_MEASURED_REQUESTS ?? 5000)
 const RATE = 500
 const CONNECTIONS = 8
-const HEADERS = { 'content-type': 'application/json', authorization: 'Bearer bench-token' }
-const PATH = '/v1/chat/completions'
 const TOP_SITES = 20
-const TARGETS = { gateway: ['bench/servers/gateway.mjs', 'admission'], node_floor: ['bench/servers/bare-proxy.mjs'] }
 
 /** Whose code a site is, from its path (lib/heap-profile.mjs: "function path:line"). */
 function ownerOf(site) {
@@ -58,12 +55,12 @@ async function measureTarget(name, [script, ...args], backendUrl, dir) {
 }
 
 async function send(url, amount, what) {
-  const result = await autocannon({ url: `${url}${PATH}`, method: 'POST', connections: CONNECTIONS, amount, headers: HEADERS, body: CHAT_BODY })
+  const result = await autocannon({ url: `${url}${CHAT_PATH}`, method: 'POST', connections: CONNECTIONS, amount, headers: BENCH_HEADERS, body: CHAT_BODY })
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${what}: ${result.non2xx} non-2xx answers, ${result.errors} errors`)
 }
 
 async function sendAtRate(url, what) {
-  const result = await openLoop({ url, path: PATH, headers: HEADERS, body: CHAT_BODY, rate: RATE, seconds: MEASURED_REQUESTS / RATE })
+  const result = await openLoop({ url, path: CHAT_PATH, headers: BENCH_HEADERS, body: CHAT_BODY, rate: RATE, seconds: MEASURED_REQUESTS / RATE })
   if (result.completed !== MEASURED_REQUESTS || result.non2xx > 0) throw new Error(`${what}: ${result.completed} of ${MEASURED_REQUESTS} answered, ${result.non2xx} non-2xx`)
 }
 
@@ -113,7 +110,7 @@ async function main() {
   const results = {}
   try {
     // One after the other: the sampled count does not depend on the host's speed, and two loads at once would slow both.
-    for (const [name, target] of Object.entries(TARGETS)) results[name] = summarize(await measureTarget(name, target, backend.url, dir))
+    for (const [name, target] of Object.entries(GATEWAY_AND_FLOOR)) results[name] = summarize(await measureTarget(name, target, backend.url, dir))
   } finally {
     await backend.stop()
     await rm(dir, { recursive: true, force: true })

@@ -16,7 +16,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startChildServer } from './lib/child-server.mjs'
-import { STREAM_BODY } from './lib/load.mjs'
+import { BENCH_HEADERS, CHAT_PATH, GATEWAY_AND_FLOOR, STREAM_BODY } from './lib/load.mjs'
 import { streamLoop } from './lib/open-loop.mjs'
 import { machine, writeResult } from './lib/results.mjs'
 import { stepper } from './lib/signal-steps.mjs'
@@ -25,9 +25,6 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10)
 const SECONDS = 3
 const CONNECTIONS = 32
 const WARM_UP_STREAMS = 6000
-const HEADERS = { 'content-type': 'application/json', authorization: 'Bearer bench-token' }
-const PATH = '/v1/chat/completions'
-const TARGETS = { gateway: ['bench/servers/gateway.mjs', 'admission'], node_floor: ['bench/servers/bare-proxy.mjs'] }
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -36,7 +33,7 @@ const median = (values) => {
 
 async function round(target) {
   await target.step()
-  const load = await streamLoop({ url: target.url, path: PATH, headers: HEADERS, body: STREAM_BODY, connections: CONNECTIONS, seconds: SECONDS })
+  const load = await streamLoop({ url: target.url, path: CHAT_PATH, headers: BENCH_HEADERS, body: STREAM_BODY, connections: CONNECTIONS, seconds: SECONDS })
   const { responses, upstream } = JSON.parse(await target.step())
   const toHead = median(responses.map((r) => r.to_head_ms))
   const upstreamMs = median(upstream)
@@ -48,11 +45,11 @@ async function main() {
   const backend = await startChildServer('bench/servers/backend.mjs', [], { BENCH_TOKENS: '16', BENCH_DELAY_MS: '5' })
   const targets = {}
   try {
-    for (const [name, [script, ...args]] of Object.entries(TARGETS)) {
+    for (const [name, [script, ...args]] of Object.entries(GATEWAY_AND_FLOOR)) {
       const child = await startChildServer(script, [backend.url, ...args], { BENCH_PROBE_DIR: dir, BENCH_ROUNDS: String(ROUNDS) }, ['--import', './bench/lib/first-byte-probe.mjs'])
       targets[name] = Object.assign(child, { step: stepper(child.pid, dir) })
     }
-    for (const target of Object.values(targets)) await streamLoop({ url: target.url, path: PATH, headers: HEADERS, body: STREAM_BODY, connections: 128, seconds: 30, streams: WARM_UP_STREAMS })
+    for (const target of Object.values(targets)) await streamLoop({ url: target.url, path: CHAT_PATH, headers: BENCH_HEADERS, body: STREAM_BODY, connections: 128, seconds: 30, streams: WARM_UP_STREAMS })
     const rounds = Object.fromEntries(Object.keys(targets).map((name) => [name, []]))
     // In turns, so a drift of the host's speed reaches both alike.
     for (let i = 0; i < ROUNDS; i++) for (const [name, target] of Object.entries(targets)) rounds[name].push(await round(target))

@@ -15,7 +15,7 @@ import autocannon from 'autocannon'
 import { callgrindAvailable, startUnderCallgrind } from './lib/callgrind.mjs'
 import { perfMapNames, readCallgrindProfile } from './lib/callgrind-profile.mjs'
 import { startChildServer } from './lib/child-server.mjs'
-import { CHAT_BODY, STREAM_BODY } from './lib/load.mjs'
+import { BENCH_HEADERS, CHAT_BODY, GATEWAY_AND_FLOOR, STREAM_BODY } from './lib/load.mjs'
 import { machine, writeResult } from './lib/results.mjs'
 
 // BENCH_INSTRUCTIONS_STREAMS=1 counts streams as (c) sends them (16 tokens, 5 ms apart) in place of
@@ -36,7 +36,6 @@ const WARM_UP_REQUESTS = Number(process.env.BENCH_WARM_UP_REQUESTS ?? (STREAMS ?
 const MEASURED_REQUESTS = Number(process.env.BENCH_MEASURED_REQUESTS ?? (STREAMS ? 1000 : 2000))
 const TOP_FUNCTIONS = 20
 const LABEL_WIDTH = 64
-const TARGETS = { gateway: ['bench/servers/gateway.mjs', 'admission'], node_floor: ['bench/servers/bare-proxy.mjs'] }
 // V8 defines the properties of an object literal with computed keys (the
 // one Node's process.nextTick builds per call) in C++ once that site's
 // feedback went megamorphic. Under valgrind the gateway's site does, ~24
@@ -90,7 +89,7 @@ async function send(url, amount, what) {
     method: 'POST',
     connections: CONNECTIONS,
     amount,
-    headers: { 'content-type': 'application/json', authorization: 'Bearer bench-token' },
+    headers: BENCH_HEADERS,
     body: BODY,
   })
   const failed = result.non2xx + result.errors + result.timeouts
@@ -171,7 +170,7 @@ async function main() {
   let counts
   try {
     // Counted side by side: valgrind runs each target on one core at a time, and a count does not depend on the other's load.
-    const entries = await Promise.all(Object.entries(TARGETS).map(async ([name, target]) => [name, await countTarget(name, target, backend.url, outDir)]))
+    const entries = await Promise.all(Object.entries(GATEWAY_AND_FLOOR).map(async ([name, target]) => [name, await countTarget(name, target, backend.url, outDir)]))
     counts = Object.fromEntries(entries)
   } finally {
     await backend.stop()

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { startChildServer } from './lib/child-server.mjs'
-import { CHAT_BODY } from './lib/load.mjs'
+import { BENCH_HEADERS, CHAT_BODY, CHAT_PATH, GATEWAY_AND_FLOOR } from './lib/load.mjs'
 import { openLoop } from './lib/open-loop.mjs'
 import { stepper } from './lib/signal-steps.mjs'
 import { machine, writeResult } from './lib/results.mjs'
@@ -24,17 +24,14 @@ const WARM_UP_REQUESTS = 20000
 const RATE = 500
 const SECONDS = 10
 const SLOW_MS = 3
-const HEADERS = { 'content-type': 'application/json', authorization: 'Bearer bench-token' }
-const PATH = '/v1/chat/completions'
-const TARGETS = { gateway: ['bench/servers/gateway.mjs', 'admission'], node_floor: ['bench/servers/bare-proxy.mjs'] }
 
 async function measure([script, ...args], backendUrl, dir) {
   const target = await startChildServer(script, [backendUrl, ...args], { BENCH_PROBE_DIR: dir }, ['--import', './bench/lib/stall-probe.mjs'])
   const step = stepper(target.pid, dir)
   try {
-    await autocannon({ url: `${target.url}${PATH}`, method: 'POST', connections: 8, amount: WARM_UP_REQUESTS, headers: HEADERS, body: CHAT_BODY })
+    await autocannon({ url: `${target.url}${CHAT_PATH}`, method: 'POST', connections: 8, amount: WARM_UP_REQUESTS, headers: BENCH_HEADERS, body: CHAT_BODY })
     await step()
-    const load = await openLoop({ url: target.url, path: PATH, headers: HEADERS, body: CHAT_BODY, rate: RATE, seconds: SECONDS, leadInSeconds: 0.2 })
+    const load = await openLoop({ url: target.url, path: CHAT_PATH, headers: BENCH_HEADERS, body: CHAT_BODY, rate: RATE, seconds: SECONDS, leadInSeconds: 0.2 })
     const stalls = JSON.parse(await step())
     return { ...summarizeLoad(load), ...summarizeStalls(stalls) }
   } finally {
@@ -83,7 +80,7 @@ async function main() {
   try {
     for (let i = 0; i < ROUNDS; i++) {
       const round = {}
-      for (const [name, target] of Object.entries(TARGETS)) round[name] = await measure(target, backend.url, dir)
+      for (const [name, target] of Object.entries(GATEWAY_AND_FLOOR)) round[name] = await measure(target, backend.url, dir)
       rounds.push(round)
     }
   } finally {

@@ -6,6 +6,12 @@ const PROMPT = 'Hello, how are you today?'.padEnd(Number(process.env.BENCH_PROMP
 export const CHAT_BODY = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: PROMPT }], max_tokens: 8 })
 export const STREAM_BODY = JSON.stringify({ model: 'bench', stream: true, messages: [{ role: 'user', content: PROMPT }] })
 
+/** The chat route, and the headers the bench gateway's key sends (bench/lib/bench-gateway.mjs). */
+export const CHAT_PATH = '/v1/chat/completions'
+export const BENCH_HEADERS = { 'content-type': 'application/json', authorization: 'Bearer bench-token' }
+/** The two processes the profiling benches compare: the gateway with admission on, and the Node floor. */
+export const GATEWAY_AND_FLOOR = { gateway: ['bench/servers/gateway.mjs', 'admission'], node_floor: ['bench/servers/bare-proxy.mjs'] }
+
 export async function load({ url, path = '/v1/chat/completions', token, connections = 64, seconds = 5, body = CHAT_BODY, overallRate }) {
   const result = await autocannon({
     url: `${url}${path}`,
