@@ -27,9 +27,10 @@ export interface PublicListener {
  */
 export const CLIENT_KEEP_ALIVE_MS = 5000
 
-export function createPublicListener(handle: (request: IncomingMessage, response: ServerResponse) => void, metrics: Metrics, logger: Logger): PublicListener {
+export function createPublicListener(handle: (request: IncomingMessage, response: ServerResponse) => void, metrics: Metrics, logger: Logger, maxConnections = 0): PublicListener {
   // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
   const server = createServer({ requireHostHeader: false, keepAliveTimeout: CLIENT_KEEP_ALIVE_MS })
+  capConnections(server, maxConnections, metrics, logger)
   server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     holdContinue(response)
     server.emit('request', request, response)
@@ -61,4 +62,24 @@ export function createPublicListener(handle: (request: IncomingMessage, response
     recordRefusal(answerConnect(socket, connections.busy(socket)), { method: 'CONNECT' }, 'CONNECT refused')
   })
   return { server, connections }
+}
+
+/**
+ * Past `max` open connections Node closes a new one as it accepts it ('drop'),
+ * before a byte is read: there is no request to answer yet, and a flood of
+ * idle connections is not left to reach the process's file descriptor limit.
+ * 0 leaves Node's default (no cap): newer Node reads a 0 as "drop them all".
+ * Logged at the 1st, 10th, 100th... drop, not each: a flood would flood the log too.
+ */
+function capConnections(server: Server, max: number, metrics: Metrics, logger: Logger): void {
+  if (max === 0) return
+  server.maxConnections = max
+  let dropped = 0
+  let nextLogAt = 1
+  server.on('drop', () => {
+    metrics.connectionsDropped.inc()
+    if (++dropped < nextLogAt) return
+    nextLogAt *= 10
+    logger.warn({ max_connections: max, dropped }, 'connection closed as it was accepted: server.max_connections are open')
+  })
 }

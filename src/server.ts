@@ -4,7 +4,7 @@
  *
  * - reload: a new generation is built off to the side; once ready it takes
  *   every new request, and the old one is closed when its last request (in
- *   flight or queued) has ended. Listener settings (host, port, metrics_port)
+ *   flight or queued) has ended. Listener settings (host, port, metrics_port, max_connections)
  *   need a restart.
  * - shutdown: stop accepting, answer waiters 503, let in-flight requests and
  *   streams finish within the grace period, then end the rest with
@@ -63,7 +63,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
   }
   let current = await start(config)
   live = [current]
-  const { server, connections } = createPublicListener((request, response) => current.handle(request, response), metrics, logger)
+  const { server, connections } = createPublicListener((request, response) => current.handle(request, response), metrics, logger, config.server.max_connections)
   let metricsListener: MetricsListener | null
   try {
     await listenOn(server, config.server.host, config.server.port)
@@ -188,6 +188,6 @@ function refuseSharedStateChanges(before: GatewayConfig, after: GatewayConfig): 
 }
 
 function warnAboutListenerChanges(logger: Logger, before: GatewayConfig, after: GatewayConfig): void {
-  const changed = (['host', 'port', 'metrics_port'] as const).filter((key) => before.server[key] !== after.server[key])
+  const changed = (['host', 'port', 'metrics_port', 'max_connections'] as const).filter((key) => before.server[key] !== after.server[key])
   if (changed.length > 0) logger.warn({ keys: changed.map((k) => `server.${k}`) }, 'listener settings change only on restart')
 }

@@ -56,6 +56,8 @@ export const ServerConfig = Type.Object(
     shutdown_grace_ms: Milliseconds({ default: 30000, minimum: 0 }),
     // When set, /metrics is served on this port only (same host), off the public listener.
     metrics_port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+    // Client connections open at once on the public listener; past it a new one is closed as it is accepted. 0: no cap.
+    max_connections: Type.Integer({ default: 0, minimum: 0 }),
   },
   closed,
 )

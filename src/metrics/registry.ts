@@ -104,6 +104,11 @@ export function createMetrics() {
       labelNames: ['model', 'backend', 'reason'] as const,
       registers,
     }),
+    connectionsDropped: new Counter({
+      name: 'sluice_connections_dropped_total',
+      help: 'Client connections closed as they were accepted: server.max_connections were open.',
+      registers,
+    }),
     // Exported in redis mode only: state/admission-state.ts takes it off the registry otherwise.
     redisUp: new Gauge({
       name: 'sluice_redis_up',

@@ -44,7 +44,7 @@ function paths(list: readonly ValidationIssue[]): string[] {
 describe('parseConfig: defaults', () => {
   it('fills every default of a minimal file', () => {
     const config = ok(MODEL)
-    expect(config.server).toEqual({ host: '127.0.0.1', port: 8080, body_limit_bytes: 8 * 1024 * 1024, queued_body_limit_bytes: 256 * 1024 * 1024, answer_limit_bytes: 64 * 1024 * 1024, shutdown_grace_ms: 30000 })
+    expect(config.server).toEqual({ host: '127.0.0.1', port: 8080, body_limit_bytes: 8 * 1024 * 1024, queued_body_limit_bytes: 256 * 1024 * 1024, answer_limit_bytes: 64 * 1024 * 1024, shutdown_grace_ms: 30000, max_connections: 0 })
     expect(config.state).toEqual({ kind: 'memory', key_prefix: 'sluice:' })
     expect(config.auth).toEqual({ keys: [], users: [] })
     expect(config.log).toEqual({ level: 'info' })

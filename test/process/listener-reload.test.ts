@@ -1,5 +1,5 @@
 /**
- * What a reload cannot change. The listeners (host, port, metrics_port): a
+ * What a reload cannot change. The listeners (host, port, metrics_port, max_connections): a
  * warn line, compared with the listeners actually open, so a reload that
  * asks for them again after one that asked for others is quiet. Where the
  * admission state lives (state.kind, redis_url, key_prefix): the reload is
@@ -28,6 +28,9 @@ describe('a reload that changes listener settings', () => {
 
     await gw.reload(configFrom(config({ host: '0.0.0.0' })))
     expect(warnings().map((line) => line.keys)).toEqual([['server.metrics_port'], ['server.host']])
+
+    await gw.reload(configFrom(config({ max_connections: 100 })))
+    expect(warnings().map((line) => line.keys)).toEqual([['server.metrics_port'], ['server.host'], ['server.max_connections']])
   })
 })
 
