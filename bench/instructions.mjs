@@ -27,6 +27,8 @@ const BODY = STREAMS ? STREAM_BODY : CHAT_BODY
 const BACKEND_ENV = STREAMS ? { BENCH_TOKENS: '16', BENCH_DELAY_MS: '5' } : {}
 const UNIT = STREAMS ? 'stream' : 'request'
 const RESULT_FILE = STREAMS ? 'instructions-streams.json' : 'instructions.json'
+/** BENCH_KEEP_CALLGRIND=1 keeps the raw profiles and copies of the perf maps, for callgrind_annotate or a closer look. */
+const KEEP_PROFILES = process.env.BENCH_KEEP_CALLGRIND === '1'
 
 // Under valgrind a target serves ~300-800 req/s: 20,000 requests get the
 // hot path compiled (the main thread's count repeated within 0.2 % over three
@@ -75,7 +77,7 @@ async function countTarget(name, [script, ...args], backendUrl, outDir) {
     await send(target.url, MEASURED_REQUESTS, `${name} counted`)
     const files = await target.dump()
     const names = await perfMapNames(target.perfMapPath)
-    if (process.env.BENCH_KEEP_CALLGRIND === '1') await copyFile(target.perfMapPath, join(outDir, `${name}-${target.pid}.perf.map`))
+    if (KEEP_PROFILES) await copyFile(target.perfMapPath, join(outDir, `${name}-${target.pid}.perf.map`))
     const threads = await Promise.all(files.map((file) => readCallgrindProfile(file, names)))
     return summarize(threads.sort((a, b) => a.thread - b.thread))
   } finally {
@@ -174,8 +176,7 @@ async function main() {
     counts = Object.fromEntries(entries)
   } finally {
     await backend.stop()
-    // BENCH_KEEP_CALLGRIND=1 keeps the raw profiles (and perf maps' copies) for callgrind_annotate or a closer look.
-    if (process.env.BENCH_KEEP_CALLGRIND === '1') console.log(`callgrind profiles kept in ${outDir}`)
+    if (KEEP_PROFILES) console.log(`callgrind profiles kept in ${outDir}`)
     else await rm(outDir, { recursive: true, force: true })
   }
   const top = topDifferences(counts.gateway, counts.node_floor)

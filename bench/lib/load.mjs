@@ -12,7 +12,7 @@ export const BENCH_HEADERS = { 'content-type': 'application/json', authorization
 /** The two processes the profiling benches compare: the gateway with admission on, and the Node floor. */
 export const GATEWAY_AND_FLOOR = { gateway: ['bench/servers/gateway.mjs', 'admission'], node_floor: ['bench/servers/bare-proxy.mjs'] }
 
-export async function load({ url, path = '/v1/chat/completions', token, connections = 64, seconds = 5, body = CHAT_BODY, overallRate }) {
+export async function load({ url, path = CHAT_PATH, token, connections = 64, seconds = 5, body = CHAT_BODY, overallRate }) {
   const result = await autocannon({
     url: `${url}${path}`,
     method: 'POST',

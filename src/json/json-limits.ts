@@ -9,6 +9,7 @@
  * for the other two: a prompt's text is read neither byte by byte nor by a
  * regular expression.
  */
+import { bytesAt } from '../bytes-at.js'
 import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, closingQuote, COLON, isDigit, isJsonWhitespace, OPEN_BRACE, OPEN_BRACKET, QUOTE, ZERO } from './json-bytes.js'
 
 export const MAX_DEPTH = 128
@@ -96,7 +97,7 @@ function holdsBackslash(raw: Buffer, start: number, end: number): boolean {
 }
 
 function spells(raw: Buffer, start: number, end: number, word: Buffer): boolean {
-  return end - start === word.length && raw.compare(word, 0, word.length, start, end) === 0
+  return end - start === word.length && bytesAt(raw, word, start)
 }
 
 /** A string is a member name when a colon follows it. */
