@@ -36,6 +36,8 @@ export async function startUnderCallgrind(script, args, outDir) {
       `--callgrind-out-file=${join(outDir, 'callgrind.out.%p')}`,
       process.execPath,
       '--perf-basic-prof',
+      // The flag also makes V8 write a code log: into the profile's folder, not the working directory.
+      `--logfile=${join(outDir, 'v8.log')}`,
       script,
       ...args,
     ],
