@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { GatewayContext } from '../context.js'
 import { requireAuth } from '../auth/require-auth.js'
+import { checkRequestIdHeader } from '../schemas/request-id.js'
 
 export function registerModelRoutes(app: FastifyInstance, ctx: GatewayContext, startedAt: number): void {
   const created = Math.floor(startedAt / 1000)
@@ -12,6 +13,10 @@ export function registerModelRoutes(app: FastifyInstance, ctx: GatewayContext, s
   app.get('/v1/models', {
     config: { family: 'models' },
     onRequest: requireAuth(ctx.authenticators, { scheme: 'bearer', scope: 'chat' }, ctx.config.server.body_limit_bytes),
-    handler: async () => list,
+    handler: async (request) => {
+      // A bad id is refused here as on every other authenticated route, not replaced unseen.
+      checkRequestIdHeader(request.headers['x-request-id'])
+      return list
+    },
   })
 }

@@ -84,6 +84,24 @@ describe('Bearer authentication on chat and /v1/models', () => {
     expect(body.data).toEqual([{ id: 'm', object: 'model', created: expect.any(Number), owned_by: 'sluice' }])
   })
 
+  it.each([
+    ['outside the alphabet', 'bad id'],
+    ['over 128 characters', 'x'.repeat(129)],
+  ])('/v1/models refuses an X-Request-Id %s (400 invalid_request_id), as chat and the platform routes do', async (_label, id) => {
+    const response = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${chatKey.token}`, 'x-request-id': id } })
+    const body = (await response.json()) as { error: Record<string, unknown> }
+    expect(response.status).toBe(400)
+    expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request_id', param: null })
+    // The answer names a generated id, never the refused one.
+    expect(response.headers.get('x-request-id')).not.toBe(id)
+  })
+
+  it('/v1/models echoes a valid X-Request-Id', async () => {
+    const response = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${chatKey.token}`, 'x-request-id': 'list-1' } })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-request-id')).toBe('list-1')
+  })
+
   it('never sends the client token upstream and never logs it', async () => {
     const { status } = await call('/v1/chat/completions', `Bearer ${chatKey.token}`)
     expect(status).toBe(200)

@@ -31,6 +31,13 @@ describe('operator endpoints', () => {
     expect(response.status).toBe(200)
   })
 
+  // Probes are never refused for a header: an invalid request id is replaced there (README, *Request ids*).
+  it.each(['/healthz', '/metrics'])('GET %s with an invalid X-Request-Id answers 200 under a new id', async (path) => {
+    const response = await fetch(`${gw.url}${path}`, { headers: { 'x-request-id': 'bad id' } })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-request-id')).toMatch(/^[A-Za-z0-9._:-]{1,128}$/)
+  })
+
   it('GET /readyz is 200 once every model has a backend its health check passed', async () => {
     // The first check runs at start; until it passes nothing has shown the backend healthy.
     await until(async () => (await fetch(`${gw.url}/readyz`)).status === 200, '/readyz 200')
