@@ -89,7 +89,11 @@ function decodedOrNull(text: string): string | null {
  */
 export function checkModelIdSegment(modelId: string): string {
   if (modelId === '' || isTooLong(modelId) || !isSafeSegment(modelId) || !isSafeSegment(modelId.normalize('NFKC'))) {
-    throw invalid('model_id', `must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without "/", "\\", "%" or control characters (nor their full-width forms)`)
+    // `param` names body fields and query parameters only (DESIGN.md): a path segment's error names it in the message.
+    throw new GatewayError(
+      'invalid_value',
+      `The path's model_id must be a non-empty model id of at most ${MAX_MODEL_ID_LENGTH} characters, not "." or "..", without "/", "\\", "%" or control characters (nor their full-width forms).`,
+    )
   }
   return encodeURIComponent(modelId)
 }

@@ -514,7 +514,7 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     // A decoded "/", "\\" or "%" is refused outright (src/schemas/checkpoints.ts).
     if (/[/\\%]/.test(decodeURIComponent(segment))) expect(answer.status).toBe(400)
     if (answer.status === 400) {
-      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: 'model_id' })
+      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: null })
       expect(reached).toEqual([])
       return
     }
@@ -552,7 +552,7 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
   it('the dot-segment ids are refused by the gateway, not resolved', async () => {
     for (const segment of ['%2e%2e', '..', '%2e', '.']) {
       const answer = await getPath(gw, `/v1/preview/models/${segment}/checkpoints`)
-      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: 'model_id' })
+      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: null })
     }
   })
 
@@ -562,7 +562,7 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     const before = checkpoints.received.length
     for (const id of ['．．', '．', '‥', 'a／b', 'a＼b', 'a％2Fb', '﹒﹒']) {
       const answer = await getPath(gw, `/v1/preview/models/${encodeURIComponent(id)}/checkpoints`)
-      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: 'model_id' })
+      expectGatewayError(answer, 400, { type: 'invalid_request_error', param: null })
     }
     expect(checkpoints.received.length).toBe(before)
     const answer = await getPath(gw, `/v1/preview/models/${encodeURIComponent('modèle-ｌｌａｍａ')}/checkpoints`)
@@ -586,10 +586,10 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
   })
 
   // Regression: an over-long path segment reaches the route, so credentials are checked first (DESIGN.md), then model_id.
-  it('a 5000-character model_id is answered in the error shape: 400 param model_id, 401 without credentials', async () => {
+  it('a 5000-character model_id is answered in the error shape: 400 (param null: a path segment), 401 without credentials', async () => {
     const before = checkpoints.received.length
     const path = `/v1/preview/models/${'x'.repeat(5000)}/checkpoints`
-    expectGatewayError(await getPath(gw, path), 400, { type: 'invalid_request_error', param: 'model_id', code: 'invalid_value' })
+    expectGatewayError(await getPath(gw, path), 400, { type: 'invalid_request_error', param: null, code: 'invalid_value' })
     const anonymous = await rawRequest(gw.url, { path })
     expectGatewayError(anonymous, 401, { type: 'authentication_error', code: 'missing_credentials' })
     expect(checkpoints.received.length).toBe(before)
