@@ -14,6 +14,9 @@ export const CLIENT_CLOSED_REQUEST = 499
 export const LOGGED_PATH_LIMIT = 256
 
 export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: FastifyReply): void {
+  // Read now: Node asks the socket for its peer on first use, and a socket the gateway has
+  // destroyed by the time the line is written (an upstream that broke off) has none to give.
+  const clientAddress = request.socket.remoteAddress ?? null
   // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
   reply.raw.on('close', () => {
     const facts = request.facts
@@ -31,7 +34,7 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
         route: facts.route,
         method: request.method,
         path: loggedPath(request.url),
-        client_address: request.socket.remoteAddress ?? null,
+        client_address: clientAddress,
         model: facts.model === '' ? null : facts.model,
         backend: facts.backend,
         status,
