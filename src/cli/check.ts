@@ -10,7 +10,9 @@ export async function runCheck(file: string, env: Environment): Promise<number> 
   try {
     text = await readFile(file, 'utf8')
   } catch (error) {
-    console.error(`${file}: cannot read: ${(error as Error).message}`)
+    // The same shape as every other problem (and as a reload of a missing file logs it): scripts read stdout.
+    console.error(`${file}: invalid configuration, 1 problem(s):`)
+    console.log(formatIssue({ path: '', message: `cannot read file: ${(error as Error).message}` }))
     return 1
   }
   const result = parseConfig(text, env)

@@ -750,6 +750,8 @@ ${MODEL}`
     const run = await cli(['check', '--config', join(dir, 'nope.yaml')])
     expect(run.code).toBe(1)
     expect(run.stderr).toContain('nope.yaml')
+    // Listed as a problem like any other, on stdout (a review found it only on stderr).
+    expect(run.stdout).toMatch(/^\(root\): cannot read file: ENOENT/)
   })
 
   it('check exits 0 for config/gateway.yaml, whose variables all have defaults', async () => {
