@@ -29,3 +29,12 @@ export function backendsWithRoom<B>(backends: readonly B[], inFlight: (backend: 
 export function retryAfterSeconds(milliseconds: number): number {
   return Math.max(1, Math.ceil(milliseconds / 1000))
 }
+
+/**
+ * How long a waiter may still wait: its limit less what it has waited since
+ * it first asked (never negative). A request moved between queues keeps the
+ * one limit it arrived with.
+ */
+export function remainingWaitMs(arrivedAt: number, maxWaitMs: number, now: number): number {
+  return Math.max(0, arrivedAt + maxWaitMs - now)
+}

@@ -10,6 +10,9 @@
 import type { RedisLink } from './redis-link.js'
 import { RedisUnavailable } from './redis-unavailable.js'
 import type { DepartureSignal, ModelSlots, SlotLease, SlotRequest } from './store.js'
+import type { Clock } from '../context.js'
+
+const SYSTEM_CLOCK: Clock = { now: () => Date.now() }
 
 /** The shared store as failover uses it: slots, and taking over requests admitted locally once Redis is back. */
 export interface AdoptingModelSlots extends ModelSlots {
@@ -76,12 +79,15 @@ export class FailoverModelSlots implements ModelSlots {
 
   /** A Redis lease ended while Redis is away: other generations' local queues may have room now. [nothing] */
   readonly #freedWhileAway: () => void
+  /** The stores' clock: a request's arrival is read once, on it. */
+  readonly #clock: Clock
 
-  constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink, freedWhileAway: () => void = () => undefined) {
+  constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink, freedWhileAway: () => void = () => undefined, clock: Clock = SYSTEM_CLOCK) {
     this.#shared = shared
     this.#local = local
     this.#link = link
     this.#freedWhileAway = freedWhileAway
+    this.#clock = clock
     link.on('up', this.#adoptLocalAdmissions)
     link.on('up', this.#sendLocalWaitersToRedis)
   }
@@ -91,15 +97,18 @@ export class FailoverModelSlots implements ModelSlots {
   }
 
   async acquire(request: SlotRequest): Promise<SlotLease> {
+    // One wait limit and one wait in all, however often an outage moves the request between the queues
+    // (each move once restarted it: a Redis that kept flapping held a waiter past max_wait_ms without end).
+    const pinned = request.arrivedAt === undefined ? { ...request, arrivedAt: this.#clock.now() } : request
     for (;;) {
       if (this.#link.up()) {
         try {
-          return this.#wakingLocal(await this.#shared.acquire(request))
+          return this.#wakingLocal(await this.#shared.acquire(pinned))
         } catch (error) {
           if (!(error instanceof RedisUnavailable)) throw error
         }
       }
-      const lease = await this.#localUntilRedisReturns(request)
+      const lease = await this.#localUntilRedisReturns(pinned)
       if (lease !== null) return this.#trackedLocal(lease)
     }
   }

@@ -3,7 +3,7 @@
  * to the head of the queue synchronously, in the same tick (no polling).
  */
 import type { Clock } from '../context.js'
-import { backendsWithRoom, decideArrival } from '../scheduling/admission.js'
+import { backendsWithRoom, decideArrival, remainingWaitMs } from '../scheduling/admission.js'
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
 import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import { observedLease } from './observed-lease.js'
@@ -38,7 +38,7 @@ export class MemoryModelSlots implements ModelSlots {
   acquire(request: SlotRequest): Promise<SlotLease> {
     if (this.#closed) return Promise.reject(this.#refusal('shutting_down'))
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
-    const arrivedAt = this.#clock.now()
+    const arrivedAt = request.arrivedAt ?? this.#clock.now()
     if (this.#queue.size === 0) {
       try {
         const lease = this.#grantNow(request.choose, NO_EXCLUSIONS, arrivedAt)
@@ -111,7 +111,7 @@ export class MemoryModelSlots implements ModelSlots {
     }
     if (decision.kind === 'evict-and-queue') this.#leave(decision.evicted, this.#refusal('queue_full'))
     const onAbort = () => this.#leave(waiter, request.signal.reason)
-    const timer = setTimeout(() => this.#leave(waiter, this.#refusal('queue_timeout')), this.#settings.maxWaitMs)
+    const timer = setTimeout(() => this.#leave(waiter, this.#refusal('queue_timeout')), remainingWaitMs(arrivedAt, this.#settings.maxWaitMs, this.#clock.now()))
     request.signal.addEventListener('abort', onAbort, { once: true })
     this.#queue.push(waiter)
   }

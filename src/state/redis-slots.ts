@@ -19,6 +19,7 @@
  * admits them on local limits.
  */
 import type { Clock } from '../context.js'
+import { remainingWaitMs } from '../scheduling/admission.js'
 import type { RedisLink } from './redis-link.js'
 import { RedisUnavailable } from './redis-unavailable.js'
 import type { ReplicaMessage } from './replica-message.js'
@@ -71,7 +72,9 @@ export class RedisModelSlots implements ModelSlots {
     if (this.#closed) return Promise.reject(this.#refusal('shutting_down'))
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
     return new Promise<SlotLease>((resolve, reject) => {
-      const waiter = this.#waiters.add(this.#link.newId(), request, this.#clock.now(), this.#settings.maxWaitMs, { resolve, reject })
+      const now = this.#clock.now()
+      const arrivedAt = request.arrivedAt ?? now
+      const waiter = this.#waiters.add(this.#link.newId(), request, arrivedAt, remainingWaitMs(arrivedAt, this.#settings.maxWaitMs, now), { resolve, reject })
       // A throw past the call's own handling fails the request rather than the process.
       this.#arrive(waiter).catch((error: unknown) => this.#waiters.drop(waiter, error))
     })

@@ -33,7 +33,7 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
     // a backend twice its slots, a chaos audit: the new generation's local limits started from 0).
     const local = new MemoryModelSlots({ ...settings, ...peerCounted(model, peers, (backend) => modelSlots.inFlight(backend)) }, clock, observer)
     shared.push(modelSlots)
-    slots.set(model.name, new FailoverModelSlots(modelSlots, local, link, () => peers.freed(model.name)))
+    slots.set(model.name, new FailoverModelSlots(modelSlots, local, link, () => peers.freed(model.name), clock))
   }
   const sharedKeys = new RedisKeyLimiter(link)
   const healthBoard = new RedisHealthBoard(link, clock, logger, deps.healthSigner ?? link.replicaId)

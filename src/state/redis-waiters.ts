@@ -43,10 +43,10 @@ export class RedisWaiters {
     this.#budget = budget
   }
 
-  /** A new waiter, calling; it leaves on its request's abort or after `maxWaitMs`. */
-  add(id: string, request: SlotRequest, arrivedAt: number, maxWaitMs: number, settle: Pick<Waiter, 'resolve' | 'reject'>): Waiter {
+  /** A new waiter, calling; it leaves on its request's abort or after `waitMs` (what is left of its wait limit). */
+  add(id: string, request: SlotRequest, arrivedAt: number, waitMs: number, settle: Pick<Waiter, 'resolve' | 'reject'>): Waiter {
     const onAbort = () => this.#events.leave(waiter, 'aborted')
-    const timer = setTimeout(() => this.#events.leave(waiter, 'timed_out'), maxWaitMs)
+    const timer = setTimeout(() => this.#events.leave(waiter, 'timed_out'), waitMs)
     const waiter: Waiter = {
       id,
       priority: request.priority,

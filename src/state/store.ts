@@ -46,6 +46,12 @@ export interface SlotRequest {
   readonly choose: (candidates: readonly string[]) => string
   /** The size of the request's body, held for as long as it waits (the settings' bodyBudget). [0] */
   readonly bodyBytes?: number
+  /**
+   * When the request first asked for this slot (the clock's ms). Its wait
+   * limit and its reported wait run from here: a request an outage moves
+   * between Redis and the local queue keeps one `max_wait_ms` in all. [now]
+   */
+  readonly arrivedAt?: number
 }
 
 export interface SlotLease {

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest'
-import { backendsWithRoom, decideArrival, retryAfterSeconds } from '../../src/scheduling/admission.js'
+import { backendsWithRoom, decideArrival, remainingWaitMs, retryAfterSeconds } from '../../src/scheduling/admission.js'
 import type { QueueEntry } from '../../src/scheduling/wait-queue.js'
 
 interface Entry extends QueueEntry {
@@ -85,5 +85,14 @@ describe('retryAfterSeconds', () => {
 
   it('never says less than 1, even for a negative wait', () => {
     expect(retryAfterSeconds(-5000)).toBe(1)
+  })
+})
+
+describe('remainingWaitMs', () => {
+  it('is the limit less the time waited since the first arrival, never below 0', () => {
+    expect(remainingWaitMs(1000, 5000, 1000)).toBe(5000)
+    expect(remainingWaitMs(1000, 5000, 4000)).toBe(2000)
+    expect(remainingWaitMs(1000, 5000, 6000)).toBe(0)
+    expect(remainingWaitMs(1000, 5000, 9000)).toBe(0)
   })
 })

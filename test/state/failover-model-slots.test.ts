@@ -44,11 +44,11 @@ class SharedStandIn implements AdoptingModelSlots {
   close(): void {}
 }
 
-function setup() {
+function setup(clock = { now: () => Date.now() }) {
   const shared = new SharedStandIn()
   const link = Object.assign(new EventEmitter(), { up: () => shared.up, newId: () => 'adopted-1' }) as unknown as RedisLink & EventEmitter
-  const local = new MemoryModelSlots({ model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }, { now: () => Date.now() }, new RecordingObserver())
-  const slots = new FailoverModelSlots(shared, local, link)
+  const local = new MemoryModelSlots({ model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }, clock, new RecordingObserver())
+  const slots = new FailoverModelSlots(shared, local, link, () => undefined, clock)
   const comeBack = () => {
     shared.up = true
     link.emit('up')
@@ -71,6 +71,21 @@ describe('FailoverModelSlots when Redis answers again', () => {
     expect(local.queueDepth()).toBe(0)
     first.release()
     expect(local.inFlight('a')).toBe(0)
+    lease.release()
+    local.close()
+  })
+
+  // Regression (black-box review, 2026-11-28): each move between the queues restarted max_wait_ms.
+  it('a request moved to Redis keeps the arrival it first asked at: one wait limit in all', async () => {
+    let now = 1_000_000
+    const { shared, local, slots, comeBack } = setup({ now: () => now })
+    const first = await slots.acquire(request())
+    const second = slots.acquire(request())
+    now += 600
+    comeBack()
+    const lease = await second
+    expect(shared.acquired.map((r) => r.arrivedAt)).toEqual([1_000_000])
+    first.release()
     lease.release()
     local.close()
   })

@@ -439,6 +439,37 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       expect(observer.of('slotTaken')).toHaveLength(1)
     })
 
+    // Regression (black-box review, 2026-11-28): a waiter an outage moved between Redis and the local
+    // queue restarted its max wait at each move; a flapping Redis held one for 15 times max_wait_ms.
+    it('a request that arrived earlier (arrivedAt) waits only what is left of maxWaitMs, and its wait counts from then', async () => {
+      const maxWaitMs = fakeTimers ? 5000 : 400
+      const waitedBefore = fakeTimers ? 4000 : 300
+      const slots = await open({ maxWaitMs })
+      const lease = await hold(slots)
+      const moved = acquire(slots, 'moved', 0, { arrivedAt: clock.now() - waitedBefore })
+      if (fakeTimers) {
+        await clock.advance(maxWaitMs - waitedBefore - 1)
+        await flush()
+        expect(moved.state).toBe('pending')
+        await clock.advance(2)
+      }
+      // Without fake timers a restarted wait (400 ms) would still be running at the case's end: the
+      // settle must come within what was left (100 ms), bounded here by the wait itself.
+      const started = Date.now()
+      await moved.settled
+      if (!fakeTimers) expect(Date.now() - started).toBeLessThan(maxWaitMs - 50)
+      expect(refusal(moved.error).reason).toBe('queue_timeout')
+      lease.release()
+      await flush()
+
+      // Granted at once: the wait reported runs from the earlier arrival.
+      const early = acquire(slots, 'early', 0, { arrivedAt: clock.now() - 250 })
+      await early.settled
+      expect(early.state).toBe('granted')
+      expect(early.lease!.waitedMs).toBe(250)
+      early.lease!.release()
+    })
+
     it('a waiter served before its max wait keeps its lease when that time passes', async () => {
       const maxWaitMs = 5000
       const slots = await open({ maxWaitMs })
