@@ -83,7 +83,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     let response: Awaited<UpstreamCall['head']>
     try {
       signal.throwIfAborted()
-      call = new UpstreamCall(backend.pool, { path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload }, backend.firstByteMs)
+      call = new UpstreamCall(backend.pool, { path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload }, backend.firstByteMs, backend.idleMs)
       job.onCall(call, { backend, retries: attempt, queueWaitMs })
       response = await call.head
     } catch (error) {

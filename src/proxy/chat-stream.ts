@@ -1,14 +1,15 @@
 /**
  * A chat answer that is an event stream, written to the client's socket as
  * the backend sends it (chat-forward.ts decides which answers are): events
- * go out as they complete, the client's backpressure pauses the backend, a
- * failure after the head ends the stream with an error event and [DONE],
- * and the backend's own error events are noted (error-event.ts).
+ * go out as they complete (the head with the first of them), the client's
+ * backpressure pauses the backend, a failure before any event is the
+ * request's answer (502/504), one after ends the stream with an error event
+ * and [DONE], and the backend's own error events are noted (error-event.ts).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
 import type { GatewayError } from '../errors/gateway-error.js'
-import { brokenAnswerError, causeOf, classifyUpstreamFailure } from '../errors/upstream-errors.js'
+import { brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError, type UpstreamFailureReason } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import type { AttemptOutcome, ChatAnswer } from './chat-dispatch.js'
 import type { ChatForward } from './chat-forward.js'
@@ -44,9 +45,16 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
   const model = job.route.name
   reply.hijack()
   headers['x-accel-buffering'] = 'no'
-  res.writeHead(200, headers)
-  // The client stopped reading: the backend is paused, and undici's idle timeout does not run while it
-  // is. A client that reads nothing more for idle_ms is let go of, or one idle socket held a slot for good.
+  // The head goes with the first bytes the client gets: until then a failure is still the
+  // request's answer (504 when the first event is late), not an event inside a 200.
+  let opened = false
+  const open = (): void => {
+    if (opened) return
+    opened = true
+    res.writeHead(200, headers)
+  }
+  // The client stopped reading: the backend is paused, and its idle timeout does not run out while it is
+  // (upstream-call.ts). A client that reads nothing more for idle_ms is let go of, or one idle socket held a slot for good.
   let stalled: NodeJS.Timeout | undefined
   res.on('drain', () => {
     clearTimeout(stalled)
@@ -73,6 +81,7 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
         request.facts.ttftMs = reply.elapsedTime
         ctx.metrics.timeToFirstToken.observe({ model }, reply.elapsedTime / 1000)
       }
+      if (out !== null) open()
       if (!relay.complete) {
         if (out === null || res.write(out)) return true
         stalled ??= setTimeout(letGoOfStalledClient, job.route.settings.timeouts.idle_ms)
@@ -88,8 +97,9 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
       if (res.writableEnded) return
       settle(usage())
       const rest = relay.end()
+      if (rest !== null) open()
       if (relay.complete) res.end(rest ?? undefined)
-      else breakOff(brokenAnswerError('bad_response', `backend "${answer.backend.name}"`, undefined), 'backend ended its stream without [DONE]')
+      else breakOff('bad_response', undefined, 'backend ended its stream without [DONE]')
     },
     error: (error) => {
       clearTimeout(lingering)
@@ -97,8 +107,8 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
       settle(usage())
       const cutOff = job.client.cutOffBy
       if (answer.call.aborted && cutOff === null) return
-      if (cutOff !== null) breakOff(cutOff)
-      else breakOff(brokenAnswerError(classifyUpstreamFailure(error), `backend "${answer.backend.name}"`, error), 'backend failed mid-stream', error)
+      if (cutOff !== null) endWith(cutOff)
+      else breakOff(classifyUpstreamFailure(error), error, 'backend failed mid-stream')
     },
   })
   /**
@@ -116,17 +126,29 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
     request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name }, 'backend kept its stream open after [DONE]; closed')
     answer.call.abort(new Error('The backend kept its stream open after [DONE].'))
   }
-  /** Closes the client's stream with the error event and [DONE]; the backend's fault (`why` given) is counted and logged. */
-  function breakOff(failure: GatewayError, why?: string, error?: unknown): void {
-    if (why !== undefined) {
-      reportBrokenAnswer(ctx, job.route, answer, 'mid_stream')
-      request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name, error_code: failure.code, cause: causeOf(error) }, why)
-    }
-    request.facts.errorCode = failure.code
-    res.end(relay.failure(failure.toBody()))
+  /**
+   * The backend's fault, counted and logged. Before any event reached the client it is the
+   * request's answer, as a failure before the headers is (504 for a first event too late);
+   * after, it ends the stream (mid_stream).
+   */
+  function breakOff(reason: UpstreamFailureReason, error: unknown, why: string): void {
+    const target = `backend "${answer.backend.name}"`
+    const failure = opened ? brokenAnswerError(reason, target, error) : upstreamError(reason, target, error)
+    reportBrokenAnswer(ctx, job.route, answer, opened ? 'mid_stream' : reason)
+    request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name, error_code: failure.code, cause: causeOf(error) }, opened ? why : `${why}, before its first event`)
+    endWith(failure)
   }
-  // The backend sent its headers but no whole event yet: the client hears of the stream now.
-  if (!res.headersSent && !res.writableEnded) res.flushHeaders()
+  /** Ends the client's answer with `failure`: the error event and [DONE] in a stream begun, else the error itself. */
+  function endWith(failure: GatewayError): void {
+    request.facts.errorCode = failure.code
+    if (opened) {
+      res.end(relay.failure(failure.toBody()))
+      return
+    }
+    opened = true
+    res.writeHead(failure.status, { ...failure.headers, 'content-type': 'application/json', 'x-request-id': job.requestId })
+    res.end(JSON.stringify(failure.toBody()))
+  }
 }
 
 /**

@@ -58,20 +58,34 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   #finished: BodyEvent | null = null
   readonly #firstByteMs: number | undefined
   #firstByteTimer: NodeJS.Timeout | undefined
+  readonly #idleMs: number | undefined
+  #idleTimer: NodeJS.Timeout | undefined
+  /** A byte of the answer's body came (or its end): the first-byte wait is over. */
+  #bodyStarted = false
+  /** The consumer paused the body: its silence is not the upstream's. */
+  #paused = false
 
   /**
    * `firstByteMs`: how long the answer's status and headers may take once the
    * request is on its way. undici's own headers timeout runs on a timer that
    * ticks every ~0.5 s (it fired up to a second late); this one is on time,
    * and undici's stays behind it as a backstop.
+   *
+   * `idleMs` (chat backends): the first byte of the answer's body is waited
+   * for as long as `firstByteMs` too, and after it each silence may last
+   * `idleMs`, on this call's own timers (undici's body timeout is off for
+   * it). vLLM sends a stream's headers as it accepts the request and its
+   * first event after queueing and prefill: that wait is the first byte's,
+   * not a silence inside the answer.
    */
-  constructor(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions, firstByteMs?: number) {
+  constructor(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions, firstByteMs?: number, idleMs?: number) {
     this.head = new Promise<UpstreamHead>((resolve, reject) => {
       this.#resolveHead = resolve
       this.#rejectHead = reject
     })
     this.#firstByteMs = firstByteMs
-    dispatcher.dispatch(options, this)
+    this.#idleMs = idleMs
+    dispatcher.dispatch(idleMs === undefined ? options : { ...options, bodyTimeout: 0 }, this)
   }
 
   /** Stops the exchange (the client went away); a pending `head` rejects with `reason`. */
@@ -93,6 +107,9 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   resume(): void {
+    this.#paused = false
+    // A silence timed while paused starts over (undici's own body timeout does the same).
+    this.#idleTimer?.refresh()
     this.#controller?.resume()
   }
 
@@ -101,7 +118,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.#sink = sink
     const early = this.#early
     this.#early = []
-    for (const chunk of early) if (!sink.data(chunk)) this.#controller?.pause()
+    for (const chunk of early) if (!sink.data(chunk)) this.#pause()
     if (this.#finished?.kind === 'end') sink.end()
     else if (this.#finished?.kind === 'error') sink.error(this.#finished.error)
   }
@@ -148,7 +165,30 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   /** Ends the exchange with the error undici's own headers timeout raises, so it is classified the same (504). */
   static #firstByteLate(call: UpstreamCall): void {
     call.#firstByteTimer = undefined
-    if (!call.#headSettled) call.#controller?.abort(new errors.HeadersTimeoutError())
+    if (!call.#headSettled || (call.#idleMs !== undefined && !call.#bodyStarted)) call.#controller?.abort(new errors.HeadersTimeoutError())
+  }
+
+  /** The upstream went silent inside its answer for idleMs: undici's own body timeout error, classified the same. */
+  static #idleLate(call: UpstreamCall): void {
+    if (call.#paused || call.#finished !== null) return
+    call.#controller?.abort(new errors.BodyTimeoutError())
+  }
+
+  #pause(): void {
+    this.#paused = true
+    this.#controller?.pause()
+  }
+
+  /** The first byte of the body (or its end) came: the first-byte wait ends, the silences' begins. */
+  #startBody(): void {
+    this.#bodyStarted = true
+    clearTimeout(this.#firstByteTimer)
+    if (this.#idleMs !== undefined) this.#idleTimer = setTimeout(UpstreamCall.#idleLate, this.#idleMs, this)
+  }
+
+  #stopTimers(): void {
+    clearTimeout(this.#firstByteTimer)
+    clearTimeout(this.#idleTimer)
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[]>): void {
@@ -161,23 +201,27 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       this.#controller?.abort(new InvalidStatusError(statusCode))
       return
     }
-    clearTimeout(this.#firstByteTimer)
+    // With idleMs the first-byte timer runs on to the body's first byte.
+    if (this.#idleMs === undefined) clearTimeout(this.#firstByteTimer)
     this.#headSettled = true
     this.#resolveHead({ statusCode, headers })
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (!this.#bodyStarted) this.#startBody()
+    else this.#idleTimer?.refresh()
     if (this.#sink === null) this.#early.push(chunk)
-    else if (!this.#sink.data(chunk)) controller.pause()
+    else if (!this.#sink.data(chunk)) this.#pause()
   }
 
   onResponseEnd(): void {
+    this.#stopTimers()
     this.#finished = { kind: 'end' }
     this.#sink?.end()
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    clearTimeout(this.#firstByteTimer)
+    this.#stopTimers()
     if (this.#failHead(error)) return
     if (this.#finished !== null) return
     this.#finished = { kind: 'error', error }

@@ -14,8 +14,10 @@ export class Backend {
   readonly origin: string
   readonly weight: number
   readonly apiKey: string | undefined
-  /** How long a chat answer's headers may take (the call's own timer: undici's runs up to ~1 s late). */
+  /** How long a chat answer's headers, and its body's first byte, may take (the call's own timer: undici's runs up to ~1 s late). */
   readonly firstByteMs: number
+  /** The longest silence inside a chat answer once its body began (upstream-call.ts). */
+  readonly idleMs: number
   readonly pool: Pool
   readonly #prefix: string
   /** Written by the backend monitor (active checks) and by real traffic (passive). */
@@ -35,6 +37,7 @@ export class Backend {
     this.weight = settings.weight
     this.apiKey = settings.api_key === '' ? undefined : settings.api_key
     this.firstByteMs = model.timeouts.first_byte_ms
+    this.idleMs = model.timeouts.idle_ms
     this.#prefix = new URL(settings.url).pathname.replace(/\/+$/, '')
     this.pool = new Pool(this.origin, {
       // One socket per admitted request (HTTP/1.1 has no multiplexing), plus

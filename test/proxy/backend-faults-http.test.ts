@@ -255,7 +255,6 @@ const CUT_SHORT_CASES: readonly CutShortCase[] = [
     whole: '',
     contents: [],
   },
-  { name: 'an empty event stream', parts: [], whole: '', contents: [] },
 ]
 
 describe('a backend whose event stream ends cleanly without data: [DONE]', () => {
@@ -273,6 +272,24 @@ describe('a backend whose event stream ends cleanly without data: [DONE]', () =>
 
     expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'faulty', reason: 'mid_stream' })).toBe(2)
     await expectNothingElseAffected(f, { '200': 2 }, 2)
+  })
+})
+
+// Until 2026-11-28 this was a 200 holding only the error event: the head went out before any event did.
+describe('a backend whose event stream ends cleanly before any event', () => {
+  it('an empty event stream: nothing reached the client, so the failure is its answer: 502 upstream_bad_response', async () => {
+    const f = await fixture(eventStream([]))
+
+    const raw = await post(f.gw, { model: 'm', stream: true })
+    expect(raw.status).toBe(502)
+    expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response', param: null })
+
+    const outcome = await openaiStream(f.gw)
+    expect(outcome.chunks).toEqual([])
+    expect(outcome.error).toMatchObject({ status: 502, code: 'upstream_bad_response' })
+
+    expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'faulty', reason: 'bad_response' })).toBe(2)
+    await expectNothingElseAffected(f, { '502': 2 }, 2)
   })
 })
 

@@ -222,11 +222,6 @@ const DEATHS: readonly { readonly name: string; readonly answer: Answer; readonl
     answer: (res) => void res.socket!.end(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 1000\r\n\r\n${FIRST_EVENT}`),
     before: FIRST_EVENT,
   },
-  {
-    name: 'the connection closes after the headers, before any event',
-    answer: (res) => void res.socket!.end(CHUNKED_HEAD),
-    before: '',
-  },
 ]
 
 describe('a backend that dies mid-stream', () => {
@@ -250,6 +245,89 @@ describe('a backend that dies mid-stream', () => {
     expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b' })).toBe(1)
     expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'mid_stream' })).toBe(1)
     await expectSlotFree(gw, b)
+  })
+})
+
+// Until 2026-11-28 this was a 200 holding only the error event: the head went out before any event did.
+describe('a backend that dies after its headers, before any event', () => {
+  it('the connection closes: nothing reached the client, so the failure is its answer (502 upstream_bad_response); slot freed', async () => {
+    const b = await backend((res) => void res.socket!.end(CHUNKED_HEAD))
+    const gw = await gateway(b.url)
+
+    const raw = await post(gw, { stream: true })
+
+    expect(raw.status).toBe(502)
+    expect(raw.headers['content-type']).toMatch(/^application\/json/)
+    const { error } = JSON.parse(raw.text) as { error: Record<string, unknown> }
+    expect(Object.keys(error).sort()).toEqual(['code', 'message', 'param', 'type'])
+    expect(error).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response', param: null })
+
+    await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '502' })) === 1, 'the answer counted as a 502', 2000)
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b' })).toBe(1)
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'mid_stream' })).toBe(0)
+    await expectSlotFree(gw, b)
+  })
+})
+
+// vLLM (uvicorn) sends a stream's headers as it accepts the request, and its first event after queueing
+// and prefill. Until 2026-11-28 that wait was timed by idle_ms (a black-box review: a first token later
+// than idle_ms, within first_byte_ms, cut the stream), and a late first event ended a 200 with an error event.
+describe('a backend that sends its headers at once and its first event late', () => {
+  const headersThen = (first: ((res: ServerResponse) => void) | null, delayMs: number): Answer => {
+    return (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.flushHeaders()
+      // The delay is the scenario: the backend's queue and prefill.
+      if (first !== null) setTimeout(() => first(res), delayMs)
+    }
+  }
+
+  it('a first event later than idle_ms but within first_byte_ms: the whole stream, 200', async () => {
+    // 1.6 s: past undici's own body timeout (idle_ms, on timers that tick every ~0.5 s) even when it fires late.
+    const b = await backend(headersThen((res) => res.end(`${FIRST_EVENT}data: [DONE]\n\n`), 1600))
+    const gw = await gateway(b.url, { timeouts: { first_byte_ms: 3000, idle_ms: 150 } })
+
+    const raw = await post(gw, { stream: true })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text).toBe(`${FIRST_EVENT}data: [DONE]\n\n`)
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm' })).toBe(0)
+  })
+
+  it('no event within first_byte_ms: 504 upstream_timeout, as for late headers; the backend is let go of; slot freed', async () => {
+    const closed = deferred()
+    const b = await backend((res, req) => {
+      req.socket.once('close', closed.resolve)
+      headersThen(null, 0)(res, req)
+    })
+    const gw = await gateway(b.url, { timeouts: { first_byte_ms: 300, idle_ms: 5000 } })
+
+    const raw = await post(gw, { stream: true })
+
+    expect(raw.status).toBe(504)
+    expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_timeout', code: 'upstream_timeout', param: null })
+    await closed.promise
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'timeout' })).toBe(1)
+    await until(() => gw.logLines().some((l) => l.msg === 'request completed' && l.route === 'chat'), 'the access line', 2000)
+    expect(gw.logLines().find((l) => l.msg === 'request completed' && l.route === 'chat')).toMatchObject({ status: 504, error_code: 'upstream_timeout', backend: 'b' })
+    await expectSlotFree(gw, b)
+  })
+
+  it('a silence longer than idle_ms after the first event still ends the stream with an upstream_timeout event', async () => {
+    const b = await backend((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write(FIRST_EVENT)
+    })
+    const gw = await gateway(b.url, { timeouts: { first_byte_ms: 5000, idle_ms: 200 } })
+
+    const raw = await post(gw, { stream: true })
+
+    expect(raw.status).toBe(200)
+    expect(raw.text.startsWith(FIRST_EVENT)).toBe(true)
+    const [error, done] = raw.text.slice(FIRST_EVENT.length).split('\n\n')
+    expect(JSON.parse(error!.slice('data: '.length))).toMatchObject({ error: { code: 'upstream_timeout' } })
+    expect(done).toBe('data: [DONE]')
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'mid_stream' })).toBe(1)
   })
 })
 
