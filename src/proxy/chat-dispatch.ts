@@ -83,7 +83,9 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
     let response: Awaited<UpstreamCall['head']>
     try {
       signal.throwIfAborted()
-      call = new UpstreamCall(backend.pool, { path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload }, backend.firstByteMs, backend.idleMs)
+      // bodyTimeout 0: the call times the first event and the silences itself (upstream-call.ts).
+      const options = { path: backend.pathFor('/v1/chat/completions'), method: 'POST', headers: withBackendAuth(job.headers, backend), body: job.payload, bodyTimeout: 0 } as const
+      call = new UpstreamCall(backend.pool, options, backend.firstByteMs, backend.idleMs)
       job.onCall(call, { backend, retries: attempt, queueWaitMs })
       response = await call.head
     } catch (error) {
