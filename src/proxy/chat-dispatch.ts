@@ -88,6 +88,9 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       call = new UpstreamCall(backend.pool, options, backend.firstByteMs, backend.idleMs)
       job.onCall(call, { backend, retries: attempt, queueWaitMs })
       response = await call.head
+      // Nothing reaches the client before the body's first byte (a stream's first event comes after
+      // vLLM's queue and prefill): a backend that fails until then is retried as one failing before its headers.
+      if (response.statusCode === 200) await call.bodyStart()
     } catch (error) {
       if (signal.aborted) {
         lease.release()

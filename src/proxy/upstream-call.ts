@@ -64,6 +64,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   #bodyStarted = false
   /** The consumer paused the body: its silence is not the upstream's. */
   #paused = false
+  /** Waiting for bodyStart(): settled by the body's first byte, its end, or a failure before either. */
+  #bodyWaiter: { resolve: () => void; reject: (error: Error) => void } | null = null
 
   /**
    * `firstByteMs`: how long the answer's status and headers may take once the
@@ -105,6 +107,18 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
 
   get aborted(): boolean {
     return this.#abortReason !== null
+  }
+
+  /**
+   * Resolves once the answer's body began (its first byte, or its end when
+   * empty); rejects when the exchange failed before that. Nothing of the
+   * answer has reached the client until then, so a failure here may still
+   * be retried on another backend.
+   */
+  bodyStart(): Promise<void> {
+    if (this.#bodyStarted || this.#finished?.kind === 'end') return Promise.resolve()
+    if (this.#finished?.kind === 'error') return Promise.reject(this.#finished.error)
+    return new Promise<void>((resolve, reject) => (this.#bodyWaiter = { resolve, reject }))
   }
 
   resume(): void {
@@ -185,6 +199,15 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.#bodyStarted = true
     clearTimeout(this.#firstByteTimer)
     if (this.#idleMs !== undefined) this.#idleTimer = setTimeout(UpstreamCall.#idleLate, this.#idleMs, this)
+    this.#settleBodyWaiter(null)
+  }
+
+  #settleBodyWaiter(error: Error | null): void {
+    const waiter = this.#bodyWaiter
+    if (waiter === null) return
+    this.#bodyWaiter = null
+    if (error === null) waiter.resolve()
+    else waiter.reject(error)
   }
 
   #stopTimers(): void {
@@ -218,6 +241,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     this.#stopTimers()
     this.#finished = { kind: 'end' }
+    this.#settleBodyWaiter(null)
     this.#sink?.end()
   }
 
@@ -226,6 +250,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     if (this.#failHead(error)) return
     if (this.#finished !== null) return
     this.#finished = { kind: 'error', error }
+    this.#settleBodyWaiter(error)
     this.#sink?.error(error)
   }
 

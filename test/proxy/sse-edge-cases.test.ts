@@ -331,6 +331,25 @@ describe('a backend that sends its headers at once and its first event late', ()
   })
 })
 
+// DESIGN.md: retry on another backend only before the first byte reached the client. The head waits for
+// the first event, so a backend that hangs up between its headers and that event is retried too.
+describe('a backend that hangs up after its headers, before any event, with another backend to try', () => {
+  it('the request is retried there: every client gets the whole stream; the failure is counted as a reset', async () => {
+    const dies = await backend((res) => void res.socket!.end(CHUNKED_HEAD))
+    const good = await backend((res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`${FIRST_EVENT}data: [DONE]\n\n`))
+    const gw = await gateway(dies.url, { retries: 1, backends: [{ url: dies.url, name: 'b' }, { url: good.url, name: 'good' }] })
+
+    // Round robin: one of two requests in a row starts on the backend that dies.
+    for (let i = 0; i < 2; i++) {
+      const raw = await post(gw, { stream: true })
+      expect(raw.status).toBe(200)
+      expect(raw.text).toBe(`${FIRST_EVENT}data: [DONE]\n\n`)
+    }
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'reset' })).toBe(1)
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm' })).toBe(1)
+  })
+})
+
 describe('a backend that reports an error inside its stream (vLLM, when generation fails after the 200)', () => {
   const shapes = [
     { name: 'vLLM >= 0.10.1', data: '{"error": {"message": "engine failed", "type": "InternalServerError", "param": null, "code": 500}}' },
