@@ -67,7 +67,9 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
     answer.call.abort(new Error('The client stopped reading.'))
     res.destroy()
   }
-  const usage = () => relay.usage ?? estimatedStreamUsage(job.messages, relay.events)
+  // What the answer is charged: its reported usage, else an estimate; nothing when none of it reached the
+  // client (a 502/504, or a client gone before the first event), as for a failure before the headers.
+  const usage = () => (opened ? (relay.usage ?? estimatedStreamUsage(job.messages, relay.events)) : null)
   // Ahead of the access log's listener (access-log.ts), so a cut stream's line carries the tokens charged.
   res.prependListener('close', () => settle(usage()))
   let lingering: NodeJS.Timeout | undefined
@@ -95,9 +97,9 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
     end: () => {
       clearTimeout(lingering)
       if (res.writableEnded) return
-      settle(usage())
       const rest = relay.end()
       if (rest !== null) open()
+      settle(usage())
       if (relay.complete) res.end(rest ?? undefined)
       else breakOff('bad_response', undefined, 'backend ended its stream without [DONE]')
     },

@@ -313,6 +313,24 @@ describe('a backend that sends its headers at once and its first event late', ()
     await expectSlotFree(gw, b)
   })
 
+  // Regression (black-box review): such a request was charged an estimate of its prompt's tokens, though
+  // the client got nothing but the error, while one failing before the headers was charged nothing.
+  it('part of a first event, then silence past idle_ms: 504, and the key is charged no tokens', async () => {
+    const b = await backend((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write('data: {"cho')
+    })
+    const gw = await gateway(b.url, { timeouts: { first_byte_ms: 5000, idle_ms: 200 } })
+
+    const raw = await post(gw, { stream: true })
+
+    expect(raw.status).toBe(504)
+    expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_timeout', code: 'upstream_timeout' })
+    await until(() => gw.logLines().some((l) => l.msg === 'request completed' && l.route === 'chat'), 'the access line', 2000)
+    expect(gw.logLines().find((l) => l.msg === 'request completed' && l.route === 'chat')).toMatchObject({ status: 504, prompt_tokens: null, completion_tokens: null })
+    expect(await scrapeMetricSum(gw.url, 'sluice_tokens_total', { model: 'm' })).toBe(0)
+  })
+
   it('a silence longer than idle_ms after the first event still ends the stream with an upstream_timeout event', async () => {
     const b = await backend((res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
