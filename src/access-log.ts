@@ -8,6 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import type { Metrics } from './metrics/registry.js'
+import { targetPath } from './target-path.js'
 
 export const CLIENT_CLOSED_REQUEST = 499
 /** Longer paths are cut (a client can send kilobytes of path; the line stays readable). */
@@ -52,12 +53,11 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
 }
 
 /**
- * The path as the client sent it, without its query string: a query may
- * carry a signature or a token, and the route's own ids are all in the path.
+ * The path as the client sent it, without what may carry a secret (target-path.ts: a query, a
+ * fragment, an absolute-form target's authority); the route's own ids are all in the path.
  */
 export function loggedPath(url: string): string {
-  const query = url.indexOf('?')
-  const path = query === -1 ? url : url.slice(0, query)
+  const path = targetPath(url)
   return path.length <= LOGGED_PATH_LIMIT ? path : `${path.slice(0, LOGGED_PATH_LIMIT)}…`
 }
 

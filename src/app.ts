@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import type { GatewayContext } from './context.js'
 import { recordOnClose } from './access-log.js'
+import { targetPath } from './target-path.js'
 import { errorHandler, sendError } from './errors/error-handler.js'
 import { GatewayError } from './errors/gateway-error.js'
 import { newRequestFacts, type RequestFacts } from './request-facts.js'
@@ -122,7 +123,8 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
 const SERVED_METHODS = ['GET', 'HEAD', 'POST'] as const
 
 function notFound(app: FastifyInstance, request: FastifyRequest): GatewayError {
-  const path = request.url.split('?')[0] ?? ''
+  // Echoed to the client: nothing of the target that may carry a secret (target-path.ts).
+  const path = targetPath(request.url)
   const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path
   const served = SERVED_METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
   if (served.length === 0) return new GatewayError('not_found', `No route for ${request.method} ${shown}.`)
