@@ -10,7 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { errors, type Dispatcher } from 'undici'
 import type { GatewayContext } from '../context.js'
 import { GatewayError } from '../errors/gateway-error.js'
-import { brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import { markCutOffable } from './in-flight-requests.js'
@@ -19,6 +19,8 @@ import { responseClosed } from './client-departure.js'
 import type { KeyTicket } from '../state/store.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 import { noteRefusedCredentials } from './refused-credentials.js'
+import { withoutEchoedSecrets } from './credential-echo.js'
+import { AnswerTooLargeError } from './upstream-call.js'
 
 export interface PlatformRequest {
   /** HEAD stays HEAD: the upstream sends no body, so none is fetched only to be dropped. */
@@ -57,6 +59,8 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
   // With forward_client the credentials refused are the client's own: its answer, not the operator's problem.
   if (response.statusCode === 401 && !forwardsClient(upstream)) noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name, target: upstream }, request.facts.requestId, ctx.clock.now())
+  // An error answer may quote the credential the gateway sent: read whole (error bodies are small) and cut out.
+  if (response.statusCode >= 400 && upstream.echoableSecrets.length > 0 && call.method !== 'HEAD') return sendErrorAnswer(ctx, request, reply, upstream, response, upstreamAbort.signal)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)
   // The body goes through unchanged, so its length does too (a HEAD answer's is told nowhere else).
@@ -72,6 +76,42 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   const idleMs = upstream.settings.timeouts.first_byte_ms
   stopStallGuard = watchUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, upstream: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for first_byte_ms: connection closed'))
   return reply.code(response.statusCode).headers(headers).send(response.body)
+}
+
+/** An upstream's error answer, whole, with the gateway's own credential cut out of its body (credential-echo.ts). */
+async function sendErrorAnswer(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, response: Dispatcher.ResponseData, clientGone: AbortSignal): Promise<FastifyReply> {
+  let body: Buffer
+  try {
+    body = await readWhole(response.body, ctx.config.server.answer_limit_bytes)
+  } catch (error) {
+    // The client left (nothing to answer), or a shutdown cut the request off (it is told why).
+    if (clientGone.reason instanceof GatewayError) throw clientGone.reason
+    if (clientGone.aborted) return reply
+    if (error instanceof AnswerTooLargeError) throw answerTooLargeError(`"${upstream.name}"`, error.limitBytes, error)
+    const reason = classifyUpstreamFailure(error)
+    ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'mid_stream' })
+    throw brokenAnswerError(reason, `"${upstream.name}"`, error)
+  }
+  const headers = responseHeadersFromUpstream(response.headers)
+  const sent = withoutEchoedSecrets(body, upstream.echoableSecrets)
+  headers['content-length'] = String(sent.length)
+  headers['x-request-id'] = request.facts.requestId
+  return reply.code(response.statusCode).headers(headers).send(sent)
+}
+
+/** A body read to its end, or AnswerTooLargeError past `limitBytes` (the body is then destroyed). */
+async function readWhole(body: Dispatcher.ResponseData['body'], limitBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (size > limitBytes) {
+      body.destroy()
+      throw new AnswerTooLargeError(limitBytes)
+    }
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks, size)
 }
 
 /** The upstream's answer up to its headers; null when the client left first (nothing to answer). */

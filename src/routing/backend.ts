@@ -18,6 +18,8 @@ export class Backend {
   readonly firstByteMs: number
   /** The longest silence inside a chat answer once its body began (upstream-call.ts). */
   readonly idleMs: number
+  /** The api_key as an answer could echo it (proxy/credential-echo.ts). */
+  readonly echoableSecrets: readonly string[]
   readonly pool: Pool
   readonly #prefix: string
   /** Written by the backend monitor (active checks) and by real traffic (passive). */
@@ -38,6 +40,7 @@ export class Backend {
     this.apiKey = settings.api_key === '' ? undefined : settings.api_key
     this.firstByteMs = model.timeouts.first_byte_ms
     this.idleMs = model.timeouts.idle_ms
+    this.echoableSecrets = this.apiKey === undefined ? [] : [this.apiKey]
     this.#prefix = new URL(settings.url).pathname.replace(/\/+$/, '')
     this.pool = new Pool(this.origin, {
       // One socket per admitted request (HTTP/1.1 has no multiplexing), plus

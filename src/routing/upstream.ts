@@ -3,11 +3,14 @@ import { Pool } from 'undici'
 import { exactConnector } from './exact-connector.js'
 import type { UpstreamName, UpstreamSettings } from '../config/schema.js'
 import type { RefusalPace } from '../proxy/refused-credentials.js'
+import { echoableSecrets } from '../proxy/credential-echo.js'
 
 export class Upstream {
   readonly name: UpstreamName
   readonly settings: UpstreamSettings
   readonly pool: Pool
+  /** The gateway's credential for this upstream as an answer could echo it (proxy/credential-echo.ts). */
+  readonly echoableSecrets: readonly string[]
   /** The pacing of the "refused the gateway's credentials" warn line (proxy/refused-credentials.ts). */
   refusalPace: RefusalPace | null = null
   readonly #prefix: string
@@ -15,6 +18,7 @@ export class Upstream {
   constructor(name: UpstreamName, settings: UpstreamSettings) {
     this.name = name
     this.settings = settings
+    this.echoableSecrets = echoableSecrets(settings.auth)
     const url = new URL(settings.url)
     this.#prefix = url.pathname.replace(/\/+$/, '')
     this.pool = new Pool(url.origin, {

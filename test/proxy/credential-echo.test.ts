@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest'
+import { echoableSecrets, withoutEchoedSecrets } from '../../src/proxy/credential-echo.js'
+
+describe('withoutEchoedSecrets', () => {
+  it('replaces every occurrence of each secret, and leaves other bytes as they were', () => {
+    const body = Buffer.from('{"error":"Incorrect API key provided: Bearer sk-SECRET; again sk-SECRET."}')
+    expect(withoutEchoedSecrets(body, ['sk-SECRET']).toString()).toBe('{"error":"Incorrect API key provided: Bearer [redacted]; again [redacted]."}')
+  })
+
+  it('returns the same buffer when no secret occurs', () => {
+    const body = Buffer.from('{"error":"Unauthorized"}')
+    expect(withoutEchoedSecrets(body, ['sk-SECRET'])).toBe(body)
+  })
+
+  it('ignores secrets too short to be credentials', () => {
+    const body = Buffer.from('abc')
+    expect(withoutEchoedSecrets(body, ['', 'a'])).toBe(body)
+  })
+
+  it('handles a secret at the very start and end, and non-ASCII secrets', () => {
+    expect(withoutEchoedSecrets(Buffer.from('pässwörtmiddlepässwört'), ['pässwört']).toString()).toBe('[redacted]middle[redacted]')
+  })
+})
+
+describe('echoableSecrets', () => {
+  it('a bearer token; a Basic password and its encoded pair; nothing for forward_client or no auth', () => {
+    expect(echoableSecrets({ bearer: 'tok-123' })).toEqual(['tok-123'])
+    expect(echoableSecrets({ basic: { username: 'api', password: 'pw-456' } })).toEqual([Buffer.from('api:pw-456').toString('base64'), 'pw-456'])
+    expect(echoableSecrets({ forward_client: true })).toEqual([])
+    expect(echoableSecrets(undefined)).toEqual([])
+  })
+})
