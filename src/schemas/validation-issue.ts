@@ -34,14 +34,26 @@ function didYouMean(name: string, known: readonly string[]): string {
   return closest === null ? '' : ` (did you mean "${closest}"?)`
 }
 
+/** Keys whose value is a credential: an unknown key beside one may be a piece of it. */
+const CREDENTIAL_KEYS = new Set(['api_key', 'bearer', 'password', 'redis_url'])
+
 /**
  * A key with a colon or white space in it is most likely `name:value` with no
  * space after the colon, which YAML reads as one key, value and all (an
- * `api_key:sk-…` typo): it is not echoed, as it may hold a secret.
+ * `api_key:sk-…` typo): it is not echoed, as it may hold a secret. Nor is an
+ * unknown key beside a credential that is no near miss of a known one: an
+ * unquoted value with a comma in a flow mapping (`{ api_key: sk-a,b }`)
+ * ends at the comma, and YAML reads the rest as a key (a security review).
  */
 function unknownKey(path: string, name: string, known: readonly string[]): { path: string; message: string } {
-  if (!/[:\s]/.test(name)) return { path: join(path, name), message: `${UNKNOWN_KEY}${didYouMean(name, known)}` }
-  return { path: join(path, '<key with ":" or a space>'), message: `${UNKNOWN_KEY} (a "name:value" with no space after the colon is read as one key; its text is not shown, as it may hold a secret)` }
+  if (/[:\s]/.test(name)) {
+    return { path: join(path, '<key with ":" or a space>'), message: `${UNKNOWN_KEY} (a "name:value" with no space after the colon is read as one key; its text is not shown, as it may hold a secret)` }
+  }
+  const hint = didYouMean(name, known)
+  if (hint === '' && known.some((key) => CREDENTIAL_KEYS.has(key))) {
+    return { path: join(path, '<unknown key>'), message: `${UNKNOWN_KEY} (its name is not shown: beside a credential it may be part of one, such as an unquoted value cut at a comma; quote such values)` }
+  }
+  return { path: join(path, name), message: `${UNKNOWN_KEY}${hint}` }
 }
 
 function describe(error: ErrorObject): { path: string; message: string } {

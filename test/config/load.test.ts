@@ -300,6 +300,19 @@ models:
     expect(JSON.stringify(found)).not.toContain('Typo4242')
   })
 
+  // Regression (security review, 2026-11-28): `check`, the start-up error and a refused reload printed this key.
+  it('does not echo an unknown key beside a credential: an unquoted value with a comma in a flow mapping', () => {
+    const found = issues(`models:\n  - name: m\n    backends: [{ url: "http://a:1", name: gpu, api_key: sk-a,TAIL-Secret4242 }]\n`)
+    expect(found).toEqual([{ path: 'models.0.backends.0.<unknown key>', message: expect.stringContaining('is not a known key') }])
+    expect(JSON.stringify(found)).not.toContain('Secret4242')
+    const upstream = issues(`${MODEL}upstreams:\n  training: { url: "http://a:1", auth: { bearer: tok,TAIL-Secret5353 } }\n`)
+    expect(JSON.stringify(upstream)).not.toContain('Secret5353')
+  })
+
+  it('still names an unknown key beside a credential when it is a near miss of a known one', () => {
+    expect(issues(`models:\n  - name: m\n    backends: [{ url: "http://a:1", weigth: 2, api_key: sk-1 }]\n`)).toEqual([{ path: 'models.0.backends.0.weigth', message: 'is not a known key (did you mean "weight"?)' }])
+  })
+
   it('reports a YAML alias bomb as a problem, not a crash', () => {
     const levels = ['a: &a [x, x, x, x, x, x, x, x, x]']
     for (let i = 1; i < 9; i++) levels.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(9).fill(`*${String.fromCharCode(96 + i)}`).join(', ')}]`)
