@@ -148,7 +148,8 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
       return
     }
     opened = true
-    res.writeHead(failure.status, { ...failure.headers, 'content-type': 'application/json', 'x-request-id': job.requestId })
+    // The Content-Type every other error answer gets from fastify (error-handler.ts).
+    res.writeHead(failure.status, { ...failure.headers, 'content-type': 'application/json; charset=utf-8', 'x-request-id': job.requestId })
     res.end(JSON.stringify(failure.toBody()))
   }
 }

@@ -283,6 +283,8 @@ describe('a backend whose event stream ends cleanly before any event', () => {
     const raw = await post(f.gw, { model: 'm', stream: true })
     expect(raw.status).toBe(502)
     expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response', param: null })
+    // As every other error answer's (a review found plain application/json here).
+    expect(raw.headers['content-type']).toBe('application/json; charset=utf-8')
 
     const outcome = await openaiStream(f.gw)
     expect(outcome.chunks).toEqual([])
