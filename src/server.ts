@@ -42,6 +42,9 @@ export interface RunningGateway {
   shutdown(): Promise<void>
 }
 
+/** The longest a reload waits for the new generation's Redis link before it takes traffic anyway (on local limits). */
+const RELOAD_REDIS_WAIT_MS = 2000
+
 export async function startGateway(config: GatewayConfig, logger: Logger, overrides: ContextOverrides = {}): Promise<RunningGateway> {
   const metrics = overrides.metrics ?? createMetrics()
   // One count of waiting requests' bodies for the process: a reload's generations share the limit's room.
@@ -96,6 +99,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
       logger.level = previousLevel
       throw error
     }
+    // With Redis up, the new generation takes traffic once its own link is: before, each reload had
+    // /readyz say "redis down" and admissions run on local limits for the ~10-30 ms of its connect.
+    if (current.context.state.reachable()) await fresh.context.state.whenReachable(RELOAD_REDIS_WAIT_MS)
     const old = current
     current = fresh
     old.retire()

@@ -25,7 +25,7 @@ function passThroughState(models) {
       },
     ]),
   )
-  return { slots, keys: { admit: async () => ({ chargeTokens: async () => {}, release() {} }) }, close() {}, reachable: () => true, disconnect: async () => {} }
+  return { slots, keys: { admit: async () => ({ chargeTokens: async () => {}, release() {} }) }, close() {}, reachable: () => true, whenReachable: async () => true, disconnect: async () => {} }
 }
 
 await serveBenchGateway(config, variant === 'no-admission' ? { state: passThroughState(config.models) } : {})

@@ -92,12 +92,15 @@ export function createMetrics() {
       labelNames: ['model', 'key', 'kind'] as const,
       registers,
     }),
-    configReloads: new Counter({
-      name: 'sluice_config_reloads_total',
-      help: 'Configuration reloads (SIGHUP), by result (ok|invalid|failed).',
-      labelNames: ['result'] as const,
-      registers,
-    }),
+    configReloads: zeroed(
+      new Counter({
+        name: 'sluice_config_reloads_total',
+        help: 'Configuration reloads (SIGHUP), by result (ok|invalid|failed).',
+        labelNames: ['result'] as const,
+        registers,
+      }),
+      RELOAD_RESULTS,
+    ),
     upstreamErrors: new Counter({
       name: 'sluice_upstream_errors_total',
       help: 'Failed attempts to get an answer from a backend, by reason.',
@@ -119,3 +122,14 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>
+
+const RELOAD_RESULTS = ['ok', 'invalid', 'failed'] as const
+
+/**
+ * Each result's series at 0 from the start: an alert on `increase(…)` sees no
+ * rise in a series that appears with its first count (the first bad reload).
+ */
+function zeroed(counter: Counter<'result'>, results: readonly string[]): Counter<'result'> {
+  for (const result of results) counter.inc({ result }, 0)
+  return counter
+}

@@ -51,6 +51,7 @@ export function buildMemoryState(
     slots,
     keys,
     reachable: () => true,
+    whenReachable: () => Promise.resolve(true),
     close() {
       for (const modelSlots of slots.values()) modelSlots.close()
     },

@@ -42,6 +42,7 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
     healthBoard,
     keys: new FailoverKeyLimiter(sharedKeys, new MemoryKeyLimiter(clock), link, (keyId) => peers.keyHeld(keyId)),
     reachable: () => link.up(),
+    whenReachable: (withinMs) => untilUp(link, withinMs),
     close() {
       for (const modelSlots of slots.values()) modelSlots.close()
     },
@@ -52,4 +53,20 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
       await link.close()
     },
   }
+}
+
+/** Whether the link is up, waiting up to `withinMs` for it to come up. */
+function untilUp(link: RedisLink, withinMs: number): Promise<boolean> {
+  if (link.up()) return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const onUp = (): void => {
+      clearTimeout(timer)
+      resolve(true)
+    }
+    const timer = setTimeout(() => {
+      link.off('up', onUp)
+      resolve(false)
+    }, withinMs)
+    link.once('up', onUp)
+  })
 }

@@ -130,6 +130,8 @@ export interface AdmissionState {
   readonly healthBoard?: HealthBoard
   /** False while a shared store (Redis) is unreachable and admission runs on local limits. */
   reachable(): boolean
+  /** Resolves true once reachable (at once when it is), false when `withinMs` pass first. */
+  whenReachable(withinMs: number): Promise<boolean>
   /** Turns every waiter away (shutdown); in-flight leases stay valid. */
   close(): void
   /** Frees connections and timers, once no lease is held any more (after `close()` and the drain). */

@@ -512,6 +512,8 @@ describe('/metrics after the mix', () => {
       backend: (v) => [BACKEND, 'training', 'checkpoints', 'objects'].includes(v),
       key: (v) => [chatKey.id, platformKey.id, ALICE.username].includes(v),
       kind: (v) => ['prompt', 'completion'].includes(v),
+      // sluice_config_reloads_total, every result at 0 from the start.
+      result: (v) => ['ok', 'invalid', 'failed'].includes(v),
       status: (v) => /^[1-5]\d\d$/.test(v),
       // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts, chat-stream.ts).
       reason: (v) =>

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import type { ReceivedRequest, VllmStandIn } from '../../src/dev/vllm-stand-in.js'
 import { modelKeys } from '../../src/state/redis-keys.js'
-import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
+import { configFrom, makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { startChildGateway, type ChildGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, expiriesIn, skipUnlessControllable, useInspectedRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { scrapeMetric, until } from '../support/metrics.js'
@@ -213,6 +213,26 @@ describeWithRedis('Redis mode through HTTP', () => {
       expect((await waiting).status).toBe(200)
       await Promise.all(lost)
       await until(async () => (await leasesIn(shared.prefix)) === 0, 'no lease left')
+    })
+  })
+
+  // Regression (lifecycle review, 2026-11-28): the new generation took traffic before its own Redis link
+  // was up, so every reload had /readyz answer 503 "redis down" (and admission run on local limits) for
+  // the link's connect, while Redis was fine.
+  describe('a reload', () => {
+    it('takes traffic with its Redis link up: /readyz is 200 and a request admitted through Redis right after', async () => {
+      const backend = await cleanups.standIn({ tokens: 2 })
+      const shared = sharedState()
+      const gw = await gateway(shared.config(backend, { max_concurrency_per_backend: 2 }))
+      for (let round = 0; round < 3; round++) {
+        await gw.reload(configFrom(shared.config(backend, { max_concurrency_per_backend: 3 + round })))
+        expect(gw.context.state.reachable()).toBe(true)
+        const ready = await fetch(`${gw.url}/readyz`)
+        expect(ready.status, await ready.text()).toBe(200)
+      }
+      const response = await send(gw.url, 'after-reload')
+      expect(response.status).toBe(200)
+      await response.arrayBuffer()
     })
   })
 
