@@ -11,6 +11,7 @@ import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createMetrics } from '../../src/metrics/registry.js'
+import { QueuedBodies } from '../../src/scheduling/queued-bodies.js'
 import { MemoryModelSlots } from '../../src/state/memory-slots.js'
 import { buildRedisState } from '../../src/state/redis-state.js'
 import { FailoverKeyLimiter } from '../../src/state/failover-key-limiter.js'
@@ -142,6 +143,81 @@ describeWithRedis('Redis store', () => {
       heldB.release()
       ;(await waitsForB).release()
       leaseA.release()
+    })
+
+    // Regression (reload review): after a reload the old generation's waiters, which have only the
+    // old backends, headed the queue, and a new arrival that could run on a new, idle backend
+    // queued behind them until its replica's backstop claimed (~1 s).
+    it('an arrival behind another config\'s waiters takes at once a backend none of them can take', async () => {
+      const prefix = uniquePrefix('configs-arrival')
+      const slow: RedisTimings = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
+      const oldGeneration = slotsOn(await openLink(prefix, slow), settings({ backends: ['b'], slotsPerBackend: 1 }))
+      const newGeneration = slotsOn(await openLink(prefix, slow), settings({ backends: ['a', 'b'], slotsPerBackend: 1 }))
+      const heldB = await oldGeneration.acquire(request(0))
+      const waitsForB = oldGeneration.acquire(request(0))
+      await settle()
+      expect(oldGeneration.queueDepth()).toBe(1)
+
+      let arrival: SlotLease | undefined
+      const arriving = newGeneration.acquire(request(5)).then((lease) => (arrival = lease))
+      await settle()
+      expect(arrival?.backend).toBe('a')
+      expect(newGeneration.queueDepth()).toBe(0)
+      expect(oldGeneration.queueDepth()).toBe(1)
+
+      // The old waiter still comes first for b.
+      heldB.release()
+      const old = await waitsForB
+      expect(old.backend).toBe('b')
+      ;(await arriving).release()
+      old.release()
+    })
+
+    it('an arrival whose body may not wait takes such a backend too, rather than being turned away', async () => {
+      const prefix = uniquePrefix('configs-now')
+      const slow: RedisTimings = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
+      const oldGeneration = slotsOn(await openLink(prefix, slow), settings({ backends: ['b'], slotsPerBackend: 1 }))
+      const full = new QueuedBodies().budget(10)
+      const newGeneration = slotsOn(await openLink(prefix, slow), settings({ backends: ['a', 'b'], slotsPerBackend: 1, bodyBudget: full }))
+      const heldB = await oldGeneration.acquire(request(0))
+      const waitsForB = oldGeneration.acquire(request(0))
+      await settle()
+
+      const lease = await newGeneration.acquire({ ...request(0), bodyBytes: 1000 })
+      expect(lease.backend).toBe('a')
+      expect(full.held).toBe(0)
+      lease.release()
+      heldB.release()
+      ;(await waitsForB).release()
+    })
+
+    it('an arrival does not pass a waiter ahead of it that can take the backend with room', async () => {
+      const prefix = uniquePrefix('configs-order')
+      const slow: RedisTimings = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
+      let aUsable = false
+      const first = slotsOn(await openLink(prefix, slow), settings({ backends: ['a'], slotsPerBackend: 1, usable: () => aUsable }))
+      const second = slotsOn(await openLink(prefix, slow), settings({ backends: ['a'], slotsPerBackend: 1 }))
+      // a is down for the first replica: its arrival queues while a's slot is free.
+      const waitsFirst = first.acquire(request(0))
+      await settle()
+      expect(first.queueDepth()).toBe(1)
+
+      // The second replica sees a up, but the first one's waiter is ahead and can take a.
+      let passed = false
+      const waitsSecond = second.acquire(request(0)).then((lease) => {
+        passed = true
+        return lease
+      })
+      await settle()
+      expect(passed).toBe(false)
+      expect(second.queueDepth()).toBe(1)
+
+      aUsable = true
+      first.wake()
+      const lease = await waitsFirst
+      expect(lease.backend).toBe('a')
+      lease.release()
+      ;(await waitsSecond).release()
     })
 
     it('never grants more than the slots of a backend across replicas, and hands a freed slot to the global head', async () => {

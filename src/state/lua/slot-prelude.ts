@@ -105,6 +105,15 @@ local function first_taker(i, seen)
   return nil
 end
 
+-- Of the backends \`candidates\`, those whose first taker is queue member \`member\`.
+local function firsts_for(member, candidates)
+  local seen, out = {}, {}
+  for _, i in ipairs(candidates) do
+    if first_taker(i, seen) == member then out[#out + 1] = i end
+  end
+  return out
+end
+
 -- Indexes of the backends usable here with a free slot.
 local function room()
   local out = {}

@@ -10,11 +10,14 @@ import { SLOT_PRELUDE } from './slot-prelude.js'
  * ('' for none), queue max size, mode ('queue' | 'try' | 'now').
  * With an empty queue (or in 'try' mode, used for retries) it takes a slot at
  * once, or answers `room` with the backends that have one for the caller's
- * balancer to choose; otherwise it queues the arrival, applying the full-queue
- * rule: the newest request of the worst priority present is turned away (the
- * arrival itself, or an evicted waiter whose replica is told). 'now' is an
- * arrival that may not wait (its body would pass the replica's body budget):
- * a slot at once with an empty queue, else `none`, and nobody is evicted.
+ * balancer to choose. Otherwise it takes its place in the queue; where that
+ * makes it the first waiter able to take a backend with room (those ahead
+ * have other backends), it takes the slot (or answers `room`) as above.
+ * Failing that it stays queued, under the full-queue rule: the newest
+ * request of the worst priority present is turned away (the arrival itself,
+ * or an evicted waiter whose replica is told). 'now' is an arrival that may
+ * not wait (its body would pass the replica's body budget): a slot at once
+ * as above, else `none`, and nobody is evicted.
  */
 const ACQUIRE = `
 local id, prio, preferred = ARGV[rest], ARGV[rest + 1], ARGV[rest + 2]
@@ -30,13 +33,28 @@ if mode == 'try' or redis.call('ZCARD', Q) == 0 then
   if #candidates > 1 then return reply({ status = 'room', room = names_of(candidates) }) end
   if mode == 'try' then return reply({ status = 'none' }) end
 end
-if mode == 'now' then return reply({ status = 'none' }) end
 local seq = redis.call('INCR', SEQ)
 -- Kept alive by every arrival and heartbeat (SYNC); once it lapses no waiter is left to order against.
 redis.call('PEXPIRE', SEQ, ttl)
 local member = prio .. ':' .. string.format('%016x', seq) .. ':' .. id
 -- Ordering is the sorted set's own (byte-wise), never Lua string comparison (locale-dependent).
 redis.call('ZADD', Q, 0, member)
+-- A backend with room that no waiter ahead can take (theirs is another configuration: a reload's
+-- old generation, a replica mid-rollout) goes to the arrival now, not at its backstop's claim.
+local first = firsts_for(member, room())
+if #first > 0 then
+  redis.call('ZREM', Q, member)
+  local i = pick(first, preferred)
+  if i then
+    redis.call('ZADD', lease_key(i), now + ttl, id)
+    return reply({ status = 'granted', backend = names[i] })
+  end
+  return reply({ status = 'room', room = names_of(first) })
+end
+if mode == 'now' then
+  redis.call('ZREM', Q, member)
+  return reply({ status = 'none' })
+end
 local evicted = nil
 if redis.call('ZCARD', Q) > max_queue then
   local worst = redis.call('ZRANGE', Q, -1, -1)[1]
@@ -76,13 +94,10 @@ if given then
   redis.call('HDEL', GR, id)
   return reply({ status = 'granted', backend = given })
 end
-if not redis.call('HGET', W, id) then return reply({ status = 'gone' }) end
+local member = redis.call('HGET', W, id)
+if not member then return reply({ status = 'gone' }) end
 local candidates = room()
-local seen, first = {}, {}
-for _, i in ipairs(candidates) do
-  local taker = first_taker(i, seen)
-  if taker and waiter_of(taker) == id then first[#first + 1] = i end
-end
+local first = firsts_for(member, candidates)
 if #first == 0 then
   local head = redis.call('ZRANGE', Q, 0, 0)[1]
   if waiter_of(head) == id then return reply({ status = 'full' }) end
