@@ -37,7 +37,6 @@ export function planAnswer(input: PlanInput): AnswerPlan {
   const body = asRecord(input.body)
   const limit = tokenLimit(body)
   const count = limit !== null && limit < input.configuredTokens ? limit : input.configuredTokens
-  const streamOptions = asRecord(body.stream_options)
   return {
     id: `chatcmpl-${input.requestId}`,
     created: Math.floor(input.nowMs / 1000),
@@ -46,7 +45,7 @@ export function planAnswer(input: PlanInput): AnswerPlan {
     finishReason: count < input.configuredTokens ? 'length' : 'stop',
     promptTokens: promptTokenCount(body.messages),
     stream: body.stream === true,
-    includeUsage: streamOptions.include_usage === true,
+    includeUsage: asksForUsage(body.stream_options),
   }
 }
 
@@ -130,6 +129,13 @@ function contentLength(content: unknown): number {
     const text = asRecord(part).text
     return sum + (typeof text === 'string' ? text.length : 0)
   }, 0)
+}
+
+/** vLLM's rule: given at all, `stream_options` asks for usage unless `include_usage` is false or null. */
+function asksForUsage(streamOptions: unknown): boolean {
+  if (streamOptions === null || typeof streamOptions !== 'object') return false
+  const includeUsage = (streamOptions as Record<string, unknown>).include_usage
+  return includeUsage !== false && includeUsage !== null
 }
 
 function asRecord(value: unknown): Record<string, unknown> {

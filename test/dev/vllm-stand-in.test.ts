@@ -106,6 +106,14 @@ describe('vLLM stand-in: chat completions', () => {
     }
   })
 
+  it('follows vLLM: stream_options given without include_usage asks for usage; include_usage false does not', async () => {
+    const standIn = await start({ tokens: 2 })
+    const usageChunks = async (options: Record<string, unknown>) =>
+      sseData(await (await chat(standIn, { stream: true, stream_options: options })).body.text()).filter((e) => typeof e === 'object' && e !== null && 'usage' in e && e.usage !== null)
+    expect(await usageChunks({})).toHaveLength(1)
+    expect(await usageChunks({ include_usage: false })).toHaveLength(0)
+  })
+
   it('stops at max_completion_tokens with finish_reason length', async () => {
     const standIn = await start({ tokens: 8 })
     const whole = await (await chat(standIn, { max_completion_tokens: 2 })).body.json()

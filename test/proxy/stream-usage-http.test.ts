@@ -115,6 +115,26 @@ describe('a stream whose client asked for usage', () => {
     expect(JSON.parse(usageChunks[0]!.slice('data: '.length)).usage).toEqual({ prompt_tokens: PROMPT_TOKENS, completion_tokens: 4, total_tokens: PROMPT_TOKENS + 4 })
     expect(text).toContain('"usage":null')
   })
+
+  // Regression (chat review): vLLM's include_usage defaults to true once stream_options is given;
+  // the gateway read `{}` as "did not ask", injected include_usage and stripped the usage chunk.
+  for (const [name, options] of [
+    ['stream_options {}', {}],
+    ['stream_options without include_usage', { continuous_usage_stats: false }],
+  ] as const) {
+    it(`with ${name}: gets the usage chunk as vLLM sends it, and the backend gets the options unchanged`, async () => {
+      const backend = await cleanups.standIn({ tokens: 4 })
+      const gw = await gateway(backend)
+      const body = { stream: true, stream_options: options }
+
+      const expected = await (await direct(backend, body, 'same-id')).text()
+      const text = await (await viaGateway(gw, body, 'same-id')).text()
+
+      expect((backend.received[1]?.body as { stream_options?: unknown }).stream_options).toEqual(options)
+      expect(withoutCreated(text)).toBe(withoutCreated(expected))
+      expect(dataEvents(text).filter((e) => e.includes('"choices":[]'))).toHaveLength(1)
+    })
+  }
 })
 
 describe('token accounting', () => {

@@ -95,11 +95,14 @@ describe('injectedStreamOptions', () => {
   })
 
   it('turns continuous usage off when it adds include_usage (it had no effect for the client), keeping the rest', () => {
-    expect(injectedStreamOptions(body({ stream: true, stream_options: { continuous_usage_stats: true, other: 1 } }))).toEqual({ include_usage: true, continuous_usage_stats: false, other: 1 })
+    expect(injectedStreamOptions(body({ stream: true, stream_options: { include_usage: false, continuous_usage_stats: true, other: 1 } }))).toEqual({ include_usage: true, continuous_usage_stats: false, other: 1 })
   })
 
-  it('leaves a stream that asked for usage, and any non-stream, alone', () => {
+  // vLLM's StreamOptions: include_usage defaults to true, so a client sending `{}` gets usage from vLLM.
+  it('leaves a stream that asked for usage, with include_usage true or left out of stream_options, and any non-stream, alone', () => {
     expect(injectedStreamOptions(body({ stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }))).toBeNull()
+    expect(injectedStreamOptions(body({ stream: true, stream_options: {} }))).toBeNull()
+    expect(injectedStreamOptions(body({ stream: true, stream_options: { continuous_usage_stats: true } }))).toBeNull()
     expect(injectedStreamOptions(body({ stream: false }))).toBeNull()
     expect(injectedStreamOptions(body())).toBeNull()
   })
