@@ -20,6 +20,7 @@ import { registerServiceRoutes } from './routes/service.js'
 import { registerPlatformRoutes } from './routes/platform.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 import { sendContinue } from './auth/expect-continue.js'
+import { isDiscardable } from './unread-body.js'
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void
 
@@ -81,15 +82,16 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     reply.header('x-request-id', request.id)
     if (request.raw.httpVersionMinor === 1 && request.headers.host === undefined) {
       // Malformed like what Node's parser refuses, and answered the same way: the connection goes.
-      reply.header('connection', 'close')
-      done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).'))
+      done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).', { headers: CLOSES }))
       return
     }
     if (draining && request.facts.route !== 'service') {
-      reply.header('connection', 'close')
-      done(new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.'))
+      done(new GatewayError('shutting_down', 'The gateway is shutting down; retry on another replica.', { headers: CLOSES }))
       return
     }
+    // A GET route reads no body: one sent anyway is left to Node to drain only when short.
+    const method = request.raw.method
+    if ((method === 'GET' || method === 'HEAD') && !isDiscardable(request.headers)) reply.header('connection', 'close')
     // Answered before the body is read: nothing would use it (a JSON body up to the limit was parsed for a 404).
     if (request.facts.route === 'unknown') {
       done(notFound(app, request))
@@ -118,6 +120,9 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     },
   }
 }
+
+/** An answer's header that closes the connection after it. */
+const CLOSES = { connection: 'close' } as const
 
 /** Every method a route here is served for (HEAD with each GET). */
 const SERVED_METHODS = ['GET', 'HEAD', 'POST'] as const

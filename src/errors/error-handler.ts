@@ -4,6 +4,7 @@
  * the DESIGN.md shape; anything else is a 500 whose details stay in the log.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import { isDiscardable } from '../unread-body.js'
 import { causeOf } from './upstream-errors.js'
 import { GatewayError, type ErrorCode } from './gateway-error.js'
 
@@ -40,23 +41,22 @@ function messageFor(code: ErrorCode, error: Error): string {
   }
 }
 
+/**
+ * The connection stays open unless the error says it closes or the body
+ * is left unread and too long to drain (unread-body.ts). fastify marks
+ * every body-parser refusal `connection: close`, a body read to its end
+ * included: that cost a reconnect per bad body, and a request pipelined
+ * behind one was still forwarded upstream, its answer never sent (RFC 9112
+ * §9.6: nothing after a closing answer is processed). With the mark taken
+ * off, Node writes no Connection header and the connection persists, as
+ * HTTP/1.1's are by default. A drain's mark, set on the Node response
+ * itself (connection-drain.ts), stays.
+ */
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.facts.errorCode = error.code
-  if (!request.raw.complete && !discardable(request.headers)) reply.header('connection', 'close')
+  if (!request.raw.complete && !isDiscardable(request.headers)) reply.header('connection', 'close')
+  else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) reply.removeHeader('connection')
   return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
-}
-
-/** The most of an unread body Node is left to read and throw away to keep the connection (about Go's net/http's 256 KiB). */
-const DISCARDED_BODY_MAX_BYTES = 64 * 1024
-
-/**
- * Whether the body of a request answered before it was read (401, 404: no
- * route reads it) may be left to Node, which reads it to its end to keep the
- * connection, past any body limit: only when it was announced small. A long
- * or chunked one closes the connection instead.
- */
-function discardable(headers: FastifyRequest['headers']): boolean {
-  return headers['transfer-encoding'] === undefined && Number(headers['content-length'] ?? 0) <= DISCARDED_BODY_MAX_BYTES
 }
 
 /**

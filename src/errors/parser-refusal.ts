@@ -18,7 +18,7 @@ const CLIENT_GONE = new Set(['ECONNRESET', 'EPIPE', 'HPE_INVALID_EOF_STATE'])
 export function parserRefusal(error: Error & { code?: string; reason?: unknown }): GatewayError {
   switch (error.code) {
     case 'HPE_HEADER_OVERFLOW':
-      return new GatewayError('headers_too_large', 'The request headers are larger than this gateway accepts: send fewer or shorter headers.')
+      return new GatewayError('headers_too_large', 'The request line and headers are larger than this gateway accepts: send a shorter URL, or fewer or shorter headers.')
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return new GatewayError('request_timeout', 'The request did not arrive in time.')
     default: {

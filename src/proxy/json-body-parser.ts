@@ -10,7 +10,8 @@
  * limit allows, and numbers beyond the double range.
  * A body with a Content-Encoding other than identity is 415 (RFC 9110
  * §8.4.1): the gateway does not decompress, and a mislabelled plain body
- * would reach an upstream without the label it was sent with.
+ * would reach an upstream without the label it was sent with. So is a
+ * transfer coding besides chunked, and a charset other than UTF-8.
  */
 import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
@@ -40,10 +41,10 @@ export function registerJsonBodyParser(app: FastifyInstance, limit: number): voi
   // Only JSON is accepted: any other content type (text/plain included) is 415.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', (request, payload, done) => {
-    const encoding = request.headers['content-encoding']
     // Before the body is read: it would not be used.
-    if (encoding !== undefined && !isIdentity(encoding)) {
-      done(new GatewayError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported: send the body uncompressed.`), undefined)
+    const refusal = codingRefusal(request.headers)
+    if (refusal !== null) {
+      done(refusal, undefined)
       return
     }
     // Until the body is read, a shutdown's cut-off ends the read: the client gets its 503, not a closed connection.
@@ -107,7 +108,37 @@ function refusalOfValue(parsed: unknown, shape: JsonShape): GatewayError | null 
   return new GatewayError('invalid_value', `${param ?? 'The body'} is a number beyond the double range (±1.8e308).`, { param })
 }
 
-/** `identity`, or a list of nothing else (`identity, identity`); case and spaces do not matter. */
-function isIdentity(encoding: string): boolean {
-  return encoding.split(',').every((coding) => coding.trim().toLowerCase() === 'identity')
+/**
+ * A body the gateway cannot read as sent, as its 415: a Content-Encoding
+ * other than identity; a transfer coding besides `chunked` (Node's parser
+ * takes `gzip, chunked` as chunked and hands on the still-compressed bytes);
+ * a charset other than UTF-8 (RFC 8259 §8.1: JSON between systems is
+ * UTF-8; a UTF-16 body read as UTF-8 was refused as a JSON syntax error).
+ */
+function codingRefusal(headers: FastifyRequest['headers']): GatewayError | null {
+  const encoding = headers['content-encoding']
+  if (encoding !== undefined && !isOnly(encoding, 'identity')) {
+    return new GatewayError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported: send the body uncompressed.`)
+  }
+  const transfer = headers['transfer-encoding']
+  if (transfer !== undefined && !isOnly(transfer, 'chunked')) {
+    return new GatewayError('unsupported_media_type', `Transfer-Encoding "${transfer}" is not supported: send the body uncompressed, chunked or with a Content-Length.`)
+  }
+  const charset = charsetOf(headers['content-type'])
+  if (charset !== null && charset !== 'utf-8' && charset !== 'utf8') {
+    return new GatewayError('unsupported_media_type', `Content-Type charset "${charset}" is not supported: send the body as UTF-8 JSON.`)
+  }
+  return null
+}
+
+/** Whether a coding list holds nothing but \`coding\` (\`identity, identity\`); case and spaces do not matter. */
+function isOnly(list: string, coding: string): boolean {
+  return list.split(',').every((entry) => entry.trim().toLowerCase() === coding)
+}
+
+/** The lowercased \`charset\` parameter of a media type (quotes removed), or null; \`application/json\` alone costs one length check. */
+function charsetOf(contentType: string | undefined): string | null {
+  if (contentType === undefined || contentType.length <= 'application/json'.length) return null
+  const match = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType)
+  return match === null ? null : match[1]!.toLowerCase()
 }

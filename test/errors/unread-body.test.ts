@@ -39,6 +39,38 @@ describe('an answer sent before the request body was read', () => {
     expect(exchange.closed).toBe(true)
   })
 
+  // Regression (HTTP review): GET routes read no body, and Node read one to its end (200 MB in a probe).
+  it.each(Object.entries(FRAMINGS))('GET /healthz with a %s body still coming: answered, then the connection closed', async (_framing, rest) => {
+    const exchange = await rawExchange(gw.url, `GET /healthz HTTP/1.1\r\nHost: gw\r\n${rest}`)
+
+    expect(exchange.responses.map((response) => response.status)).toEqual([200])
+    expect(exchange.responses[0]!.headers.connection).toBe('close')
+    expect(exchange.closed).toBe(true)
+  })
+
+  it('control: a GET with a short body keeps the connection', async () => {
+    const exchange = await rawExchange(gw.url, 'GET /healthz HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n')
+
+    expect(exchange.responses.map((response) => response.status)).toEqual([200, 200])
+    expect(exchange.responses[0]!.headers.connection).toBe('keep-alive')
+  })
+
+  // Regression (HTTP review): fastify closed the connection after every body-parser refusal.
+  it.each([
+    ['invalid JSON', '{'],
+    ['an empty body', ''],
+    ['bytes that are not UTF-8', '"\xff"'],
+  ])('a body read to its end and refused (%s) keeps the connection', async (_name, body) => {
+    const bytes = Buffer.from(body, 'latin1')
+    const refused = Buffer.concat([Buffer.from(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\n\r\n`), bytes])
+    const exchange = await rawExchange(gw.url, Buffer.concat([refused, Buffer.from('GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n')]))
+
+    expect(exchange.responses.map((response) => response.status)).toEqual([400, 200])
+    expect(expectErrorBody(exchange.responses[0]!).code).toBe('invalid_json')
+    // No Connection header: HTTP/1.1's default, persistent.
+    expect(exchange.responses[0]!.headers.connection).toBeUndefined()
+  })
+
   it('a small body keeps the connection: the next requests on it are answered', async () => {
     const request = (path: string, connection: string) => `POST ${path} HTTP/1.1\r\nHost: gw\r\nConnection: ${connection}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`
 

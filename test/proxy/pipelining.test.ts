@@ -46,6 +46,30 @@ describe('pipelined requests', () => {
     expect(backend.received.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['one', 'two', 'three'])
   })
 
+  // Regression (HTTP review): the refusal said `Connection: close` while the request behind it had
+  // been dispatched already: that one reached the backend, and its answer was never sent.
+  it('a bad body between two chat requests: all three answered in order on the one connection, only the good ones forwarded', async () => {
+    const backend = await cleanups.standIn({ tokens: 2 })
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url }] }] })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    const received: Buffer[] = []
+    const answered = new Promise<void>((resolve) =>
+      socket.on('data', (chunk: Buffer) => {
+        received.push(chunk)
+        if (parseResponses(Buffer.concat(received)).length === 3) resolve()
+      }),
+    )
+    const bad = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: 1\r\n\r\n{`
+    socket.write(chatRequest('one') + bad + chatRequest('three'))
+    await answered
+
+    const responses = parseResponses(Buffer.concat(received))
+    expect(responses.map((r) => r.status)).toEqual([200, 400, 200])
+    expect(responses.map((r) => r.headers.connection)).toEqual(['keep-alive', undefined, 'keep-alive'])
+    expect(backend.received.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['one', 'three'])
+  })
+
   // Regression (code review): the stall guard took a pipelined answer's bytes, waiting for the
   // answers before it, for bytes its client did not read, and dropped it after idle_ms.
   it('a whole answer pipelined behind a stream longer than idle_ms is answered too', async () => {

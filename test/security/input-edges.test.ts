@@ -97,6 +97,46 @@ describe('body size limit (server.body_limit_bytes, 256 KiB here)', () => {
   })
 })
 
+// Regression (HTTP review): Node's parser takes `gzip, chunked` as chunked and handed on the bytes,
+// still compressed (a plain body went upstream without its label); a UTF-16 body was refused as a
+// JSON syntax error.
+describe('bodies the gateway cannot read as sent: 415, nothing forwarded', () => {
+  const job = `{"model_id":"${TRAINING_MODEL}","trajectory_groups":[]}`
+  const chunked = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n0\r\n\r\n`
+
+  it.each(['gzip, chunked', 'deflate, chunked', 'x-custom, chunked'])('Transfer-Encoding %s', async (coding) => {
+    const before = fx.counts()
+    const head = `POST ${JOBS} HTTP/1.1\r\nHost: gw\r\nAuthorization: ${bearer()}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\nConnection: close\r\n\r\n`
+    const exchange = await rawExchange(fx.url, `${head}${chunked(job)}`)
+    expect(exchange.responses.map((response) => response.status)).toEqual([415])
+    expect(expectErrorBody(exchange.responses[0]!).message).toContain(coding)
+    expect(delta(before)).toEqual(NOTHING)
+  })
+
+  it('control: Transfer-Encoding Chunked (any case) is read and forwarded', async () => {
+    const before = fx.counts()
+    const head = `POST ${JOBS} HTTP/1.1\r\nHost: gw\r\nAuthorization: ${bearer()}\r\nContent-Type: application/json\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n`
+    const exchange = await rawExchange(fx.url, `${head}${chunked(job)}`)
+    expect(exchange.responses.map((response) => response.status)).toEqual([200])
+    expect(delta(before)).toEqual({ ...NOTHING, training: 1 })
+  })
+
+  it.each(['utf-16', 'UTF-16LE', '"iso-8859-1"'])('Content-Type charset %s', async (charset) => {
+    const before = fx.counts()
+    const answer = await post(JOBS, Buffer.from(job, 'utf16le'), { 'content-type': `application/json; charset=${charset}` })
+    expect(answer.status).toBe(415)
+    expect(expectErrorBody(answer).message).toContain(charset.replaceAll('"', '').toLowerCase())
+    expect(delta(before)).toEqual(NOTHING)
+  })
+
+  it.each(['utf-8', 'UTF-8', 'utf8', '"utf-8"'])('control: charset %s is read and forwarded', async (charset) => {
+    const before = fx.counts()
+    const answer = await post(JOBS, job, { 'content-type': `application/json;charset=${charset}` })
+    expect(answer.status).toBe(200)
+    expect(delta(before)).toEqual({ ...NOTHING, training: 1 })
+  })
+})
+
 // Regression (security audit): parsing cost goes with objects and arrays, not bytes. 8 MiB of
 // `{},{},…` held the event loop 1.7 s in JSON.parse (every client stalled with it); a body may
 // now hold one object or array per 16 bytes of the limit, refused before the parse.

@@ -1,0 +1,16 @@
+/**
+ * What becomes of a request body no handler reads (a 401 or 404 answered
+ * first, a GET route, a refused Content-Encoding): Node reads it to its end
+ * and throws it away to keep the connection, past any body limit. That is
+ * left to Node only for a body announced small; a long or chunked one
+ * closes the connection instead.
+ */
+import type { IncomingHttpHeaders } from 'node:http'
+
+/** The most of an unread body Node is left to read and throw away to keep the connection (about Go's net/http's 256 KiB). */
+const DISCARDED_BODY_MAX_BYTES = 64 * 1024
+
+/** Whether an unread body of a request with these headers may be left for Node to drain. */
+export function isDiscardable(headers: IncomingHttpHeaders): boolean {
+  return headers['transfer-encoding'] === undefined && Number(headers['content-length'] ?? 0) <= DISCARDED_BODY_MAX_BYTES
+}
