@@ -8,6 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import type { Metrics } from './metrics/registry.js'
+import type { RequestFacts } from './request-facts.js'
 import { targetPath } from './target-path.js'
 
 export const CLIENT_CLOSED_REQUEST = 499
@@ -40,7 +41,7 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
         backend: facts.backend,
         status,
         duration_ms: round(reply.elapsedTime),
-        queue_wait_ms: facts.queueWaitMs === null ? null : round(facts.queueWaitMs),
+        queue_wait_ms: queueWaitMs(facts, reply.elapsedTime),
         ttft_ms: facts.ttftMs === null ? null : round(facts.ttftMs),
         retries: facts.retries,
         prompt_tokens: facts.tokens?.prompt ?? null,
@@ -59,6 +60,12 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
 export function loggedPath(url: string): string {
   const path = targetPath(url)
   return path.length <= LOGGED_PATH_LIMIT ? path : `${path.slice(0, LOGGED_PATH_LIMIT)}…`
+}
+
+/** The wait for a slot; for a request that never got one (turned away, timed out, its client gone), up to its end. */
+function queueWaitMs(facts: RequestFacts, elapsedMs: number): number | null {
+  if (facts.queueWaitMs !== null) return round(facts.queueWaitMs)
+  return facts.queuedAtMs === null ? null : round(elapsedMs - facts.queuedAtMs)
 }
 
 function round(ms: number): number {

@@ -24,6 +24,8 @@ export interface RequestFacts {
   ttftMs: number | null
   /** Ms the request waited for a slot. */
   queueWaitMs: number | null
+  /** Ms from receipt to joining the slot queue (chat): until a slot comes, the wait runs to the request's end. */
+  queuedAtMs: number | null
 }
 
 declare module 'fastify' {
@@ -37,5 +39,5 @@ declare module 'fastify' {
 }
 
 export function newRequestFacts(route: RouteFamily, requestId: string): RequestFacts {
-  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null, tokens: null, ttftMs: null, queueWaitMs: null }
+  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null, tokens: null, ttftMs: null, queueWaitMs: null, queuedAtMs: null }
 }

@@ -8,6 +8,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { InflightCounts } from './inflight-counts.js'
 import { PlainCounter, PlainHistogram } from './plain-series.js'
 import { QueueDepths } from './queue-depths.js'
+import type { KeyRejection, SlotRejection } from '../state/store.js'
 
 /**
  * LLM requests span milliseconds (errors, cached answers) to minutes (long
@@ -80,12 +81,16 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    rejections: new Counter({
-      name: 'sluice_rejections_total',
-      help: 'Requests turned away by admission, by reason.',
-      labelNames: ['reason'] as const,
-      registers,
-    }),
+    rejections: zeroed(
+      new Counter({
+        name: 'sluice_rejections_total',
+        help: 'Requests turned away by admission, by reason.',
+        labelNames: ['reason'] as const,
+        registers,
+      }),
+      'reason',
+      REJECTION_REASONS,
+    ),
     tokens: new PlainCounter({
       name: 'sluice_tokens_total',
       help: 'Tokens reported by answers, by model, key and kind (prompt|completion).',
@@ -99,6 +104,7 @@ export function createMetrics() {
         labelNames: ['result'] as const,
         registers,
       }),
+      'result',
       RELOAD_RESULTS,
     ),
     upstreamErrors: new Counter({
@@ -124,12 +130,22 @@ export function createMetrics() {
 export type Metrics = ReturnType<typeof createMetrics>
 
 const RELOAD_RESULTS = ['ok', 'invalid', 'failed'] as const
+const REJECTION_REASONS = [
+  'queue_full',
+  'queue_timeout',
+  'rate_limit_requests',
+  'rate_limit_tokens',
+  'concurrency',
+  'priority_forbidden',
+  'shutting_down',
+] as const satisfies readonly (SlotRejection | KeyRejection | 'priority_forbidden')[]
 
 /**
- * Each result's series at 0 from the start: an alert on `increase(…)` sees no
- * rise in a series that appears with its first count (the first bad reload).
+ * Each value's series at 0 from the start: an alert on `increase(…)` sees no
+ * rise in a series that appears with its first count (the first bad reload,
+ * the first rejection).
  */
-function zeroed(counter: Counter<'result'>, results: readonly string[]): Counter<'result'> {
-  for (const result of results) counter.inc({ result }, 0)
+function zeroed<L extends string>(counter: Counter<L>, label: L, values: readonly string[]): Counter<L> {
+  for (const value of values) counter.inc({ [label]: value } as Partial<Record<L, string>>, 0)
   return counter
 }

@@ -49,6 +49,8 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   let call: UpstreamCall | null = null
   client.addEventListener('abort', () => call?.abort(client.reason!))
   let answer: ChatAnswer
+  // A request that never gets a slot (turned away, timed out, its client gone) logs its wait up to its end.
+  request.facts.queuedAtMs = reply.elapsedTime
   try {
     const slots = ctx.state.slots.get(job.route.name)!
     answer = await dispatchChat({

@@ -10,6 +10,9 @@
  */
 import { errors, type Dispatcher } from 'undici'
 
+/** The first-byte timeout's message when the headers came and the body's first byte did not. */
+const BODY_LATE = 'Headers came, but no body byte within first_byte_ms'
+
 export type UpstreamHeaders = Record<string, string | string[] | undefined>
 
 export interface UpstreamHead {
@@ -177,10 +180,14 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     else if (this.#firstByteMs !== undefined) this.#firstByteTimer = setTimeout(UpstreamCall.#firstByteLate, this.#firstByteMs, this)
   }
 
-  /** Ends the exchange with the error undici's own headers timeout raises, so it is classified the same (504). */
+  /**
+   * Ends the exchange with the error undici's own headers timeout raises, so it is classified the
+   * same (504); its message, which the warn line quotes, says whether the headers had come.
+   */
   static #firstByteLate(call: UpstreamCall): void {
     call.#firstByteTimer = undefined
-    if (!call.#headSettled || (call.#idleMs !== undefined && !call.#bodyStarted)) call.#controller?.abort(new errors.HeadersTimeoutError())
+    if (!call.#headSettled) call.#controller?.abort(new errors.HeadersTimeoutError())
+    else if (call.#idleMs !== undefined && !call.#bodyStarted) call.#controller?.abort(new errors.HeadersTimeoutError(BODY_LATE))
   }
 
   /** The upstream went silent inside its answer for idleMs: undici's own body timeout error, classified the same. */

@@ -479,7 +479,9 @@ describe('/metrics after the mix', () => {
   })
 
   it('sluice_rejections_total: the one rate-limited request, and nothing else', () => {
-    expect(series(typed, 'sluice_rejections_total', ['reason'])).toEqual({ rate_limit_requests: 1 })
+    // Every reason is at 0 from the start (zeroed-counters.test.ts).
+    const zeros = { queue_full: 0, queue_timeout: 0, rate_limit_tokens: 0, concurrency: 0, priority_forbidden: 0, shutting_down: 0 }
+    expect(series(typed, 'sluice_rejections_total', ['reason'])).toEqual({ ...zeros, rate_limit_requests: 1 })
   })
 
   it('sluice_time_to_first_token_seconds_count{model}: one per stream that sent content (the aborted one included)', () => {

@@ -310,6 +310,8 @@ describe('a backend that sends its headers at once and its first event late', ()
     expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'timeout' })).toBe(1)
     await until(() => gw.logLines().some((l) => l.msg === 'request completed' && l.route === 'chat'), 'the access line', 2000)
     expect(gw.logLines().find((l) => l.msg === 'request completed' && l.route === 'chat')).toMatchObject({ status: 504, error_code: 'upstream_timeout', backend: 'b' })
+    // Regression (metrics review): the warn line's cause said "Headers Timeout Error", though the headers had come.
+    expect(gw.logLines().find((l) => l.level === 40 && String(l.msg).includes('did not answer in time'))?.cause).toMatch(/^Headers came, but no body byte/)
     await expectSlotFree(gw, b)
   })
 

@@ -57,6 +57,13 @@ function markerOf(received: ReceivedRequest): string {
 
 const untilQueueDepth = (gw: TestGateway, depth: number) => untilMetric(gw.url, 'sluice_queue_depth', { model: 'm' }, depth)
 
+/** The first access line `matches`, once written (when the response closes; no event tells the test): bounded poll. */
+async function accessLine(gw: TestGateway, matches: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  const find = () => gw.logLines().find((line) => line.msg === 'request completed' && matches(line))
+  await until(() => find() !== undefined, 'the access line')
+  return find()!
+}
+
 /** Lets one held request answer and returns the request that took its slot. */
 async function releaseOneAndTakeNext(backend: VllmStandIn): Promise<ReceivedRequest> {
   const next = nextEvents(backend, 'held', 1)
@@ -264,6 +271,9 @@ describe('leaving the queue', () => {
     expect(timedOut).toMatchObject({ status: 503, error: { type: 'overloaded_error', code: 'queue_timeout', param: null } })
     expectRetryAfter(timedOut.retryAfter, 1)
     expect(await scrapeMetric(gw.url, 'sluice_rejections_total', { reason: 'queue_timeout' })).toBe(1)
+    // Regression (metrics review): the access line's queue wait was null for a request that never got a slot.
+    const line = await accessLine(gw, (l) => l.error_code === 'queue_timeout')
+    expect(line.queue_wait_ms).toBeGreaterThanOrEqual(250)
     await untilQueueDepth(gw, 0)
     backend.releaseHeld(1)
     expect((await busy).status).toBe(200)
@@ -285,6 +295,8 @@ describe('leaving the queue', () => {
     controller.abort()
     await expect(gone).rejects.toThrow()
     await untilQueueDepth(gw, 1)
+    // Regression (metrics review): null for a request whose client left the queue.
+    expect((await accessLine(gw, (l) => l.status === 499)).queue_wait_ms).toBeGreaterThan(0)
 
     expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('stays')
     backend.releaseHeld(1)

@@ -9,3 +9,12 @@ describe('sluice_config_reloads_total', () => {
     for (const result of ['ok', 'invalid', 'failed']) expect(text).toContain(`sluice_config_reloads_total{result="${result}"} 0`)
   })
 })
+
+// Regression (metrics review): the same for the first rejection of each reason.
+describe('sluice_rejections_total', () => {
+  it('has every reason README lists at 0 before any rejection', async () => {
+    const text = await createMetrics().registry.metrics()
+    const reasons = ['queue_full', 'queue_timeout', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden', 'shutting_down']
+    for (const reason of reasons) expect(text).toContain(`sluice_rejections_total{reason="${reason}"} 0`)
+  })
+})
