@@ -23,7 +23,7 @@ import { completionUsage, type TokenUsage } from './stream-usage.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
 import { closeIfUnread } from './stalled-reader.js'
 import { noteRefusedCredentials } from './refused-credentials.js'
-import { withoutEchoedSecrets } from './credential-echo.js'
+import { withoutEchoedSecrets, withoutEchoedSecretsInHeaders } from './credential-echo.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -109,6 +109,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   if (answer.statusCode !== 200) {
     settle(null)
     // An error answer may quote the api_key the backend refused: never the client's to see.
+    withoutEchoedSecretsInHeaders(responseHeaders, answer.backend.echoableSecrets)
     return sendAnswer(reply, answer.statusCode, responseHeaders, withoutEchoedSecrets(body, answer.backend.echoableSecrets), job.route.settings.timeouts.idle_ms)
   }
   const usage = completionUsage(body)

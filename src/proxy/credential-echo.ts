@@ -6,8 +6,10 @@
  * but the credential is the operator's, never the client's to see.
  */
 import type { UpstreamAuthSettings } from '../config/schema.js'
+import type { HeaderMap } from './headers.js'
 
-export const REDACTED = Buffer.from('[redacted]')
+const REDACTED_TEXT = '[redacted]'
+export const REDACTED = Buffer.from(REDACTED_TEXT)
 
 /**
  * What of the gateway's credential an answer could echo: a bearer token or
@@ -39,4 +41,19 @@ export function withoutEchoedSecrets(body: Buffer, secrets: readonly string[]): 
     out = Buffer.concat(parts)
   }
   return out
+}
+
+/** Header values with every occurrence of each secret replaced by `[redacted]`, in place (`headers` is the answer's own copy). */
+export function withoutEchoedSecretsInHeaders(headers: HeaderMap, secrets: readonly string[]): void {
+  for (const secret of secrets) {
+    if (secret.length < 2) continue
+    for (const name of Object.keys(headers)) {
+      const value = headers[name]!
+      if (typeof value === 'string') {
+        if (value.includes(secret)) headers[name] = value.replaceAll(secret, REDACTED_TEXT)
+      } else if (value.some((item) => item.includes(secret))) {
+        headers[name] = value.map((item) => item.replaceAll(secret, REDACTED_TEXT))
+      }
+    }
+  }
 }

@@ -19,7 +19,8 @@ import { responseClosed } from './client-departure.js'
 import type { KeyTicket } from '../state/store.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 import { noteRefusedCredentials } from './refused-credentials.js'
-import { withoutEchoedSecrets } from './credential-echo.js'
+import { withoutEchoedSecrets, withoutEchoedSecretsInHeaders } from './credential-echo.js'
+import { decodableAcceptEncoding, decodedBody, isIdentityCoding } from './content-coding.js'
 import { AnswerTooLargeError } from './upstream-call.js'
 
 export interface PlatformRequest {
@@ -70,7 +71,9 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   // The head leaves when fastify starts the body, not with its first byte: a
   // body failing before that byte is then broken off like any other, where
   // fastify would answer a 500 (its error handler cannot tell it from a bug).
-  reply.raw.once('pipe', () => reply.raw.flushHeaders())
+  // An empty Buffer, not flushHeaders(): Node writes the head flushHeaders sends as UTF-8, and an
+  // upstream's header byte past ASCII (latin1 `é` in a filename) reached the client as two bytes.
+  reply.raw.once('pipe', () => reply.raw.write(NOTHING))
   // A client reading nothing pauses the upstream, where undici's body timeout does not run: the
   // upstream's own silence bound (first_byte_ms, its body timeout too) bounds the client's as well.
   const idleMs = upstream.settings.timeouts.first_byte_ms
@@ -78,7 +81,17 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   return reply.code(response.statusCode).headers(headers).send(response.body)
 }
 
-/** An upstream's error answer, whole, with the gateway's own credential cut out of its body (credential-echo.ts). */
+const NOTHING = Buffer.alloc(0)
+
+/**
+ * An upstream's error answer, whole, with the gateway's own credential cut
+ * out of its body and headers (credential-echo.ts). A compressed body is
+ * searched decoded, and sent decoded only when something was cut; one that
+ * cannot be decoded (a coding the client was not offered, broken, or
+ * decoding past answer_limit_bytes) cannot be searched, so its status goes
+ * on with an empty body. Written past fastify's `send`, which gave a
+ * Buffer a Content-Type the upstream never sent.
+ */
 async function sendErrorAnswer(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, response: Dispatcher.ResponseData, clientGone: AbortSignal): Promise<FastifyReply> {
   let body: Buffer
   try {
@@ -93,10 +106,31 @@ async function sendErrorAnswer(ctx: GatewayContext, request: FastifyRequest, rep
     throw brokenAnswerError(reason, `"${upstream.name}"`, error)
   }
   const headers = responseHeadersFromUpstream(response.headers)
-  const sent = withoutEchoedSecrets(body, upstream.echoableSecrets)
+  withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
+  const sent = searchedBody(body, headers, upstream, ctx.config.server.answer_limit_bytes, request)
   headers['content-length'] = String(sent.length)
   headers['x-request-id'] = request.facts.requestId
-  return reply.code(response.statusCode).headers(headers).send(sent)
+  reply.hijack()
+  reply.raw.writeHead(response.statusCode, headers)
+  reply.raw.end(sent)
+  return reply
+}
+
+/** The error body to send (see sendErrorAnswer); drops `headers`' coding when the body sent is decoded. */
+function searchedBody(body: Buffer, headers: HeaderMap, upstream: Upstream, limitBytes: number, request: FastifyRequest): Buffer {
+  const coding = headers['content-encoding']
+  const list = Array.isArray(coding) ? coding.join(', ') : coding
+  if (isIdentityCoding(list)) return withoutEchoedSecrets(body, upstream.echoableSecrets)
+  const decoded = decodedBody(body, list!, limitBytes)
+  if (decoded === null) {
+    request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, content_encoding: list }, 'an error answer in a coding the gateway cannot read was sent without its body: it could not be searched for the gateway credential')
+    delete headers['content-encoding']
+    return NOTHING
+  }
+  const scrubbed = withoutEchoedSecrets(decoded, upstream.echoableSecrets)
+  if (scrubbed === decoded) return body
+  delete headers['content-encoding']
+  return scrubbed
 }
 
 /** A body read to its end, or AnswerTooLargeError past `limitBytes` (the body is then destroyed). */
@@ -118,6 +152,9 @@ async function readWhole(body: Dispatcher.ResponseData['body'], limitBytes: numb
 async function callUpstream(ctx: GatewayContext, request: FastifyRequest, upstream: Upstream, call: PlatformRequest, upstreamAbort: AbortController): Promise<Dispatcher.ResponseData | null> {
   const headers: HeaderMap = { ...forwardedRequestHeaders(request.headers), 'x-request-id': request.facts.requestId }
   if (call.body !== null) headers['content-type'] = 'application/json'
+  // Error answers are searched for the gateway's credential: only codings it can decode (content-coding.ts).
+  const accepted = headers['accept-encoding']
+  if (typeof accepted === 'string' && upstream.echoableSecrets.length > 0) headers['accept-encoding'] = decodableAcceptEncoding(accepted)
   const authorization = upstreamAuthorization(upstream.settings.auth, request.headers.authorization)
   if (authorization !== undefined) headers.authorization = authorization
 

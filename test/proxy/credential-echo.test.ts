@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { echoableSecrets, withoutEchoedSecrets } from '../../src/proxy/credential-echo.js'
+import { echoableSecrets, withoutEchoedSecrets, withoutEchoedSecretsInHeaders } from '../../src/proxy/credential-echo.js'
 
 describe('withoutEchoedSecrets', () => {
   it('replaces every occurrence of each secret, and leaves other bytes as they were', () => {
@@ -19,6 +19,14 @@ describe('withoutEchoedSecrets', () => {
 
   it('handles a secret at the very start and end, and non-ASCII secrets', () => {
     expect(withoutEchoedSecrets(Buffer.from('pässwörtmiddlepässwört'), ['pässwört']).toString()).toBe('[redacted]middle[redacted]')
+  })
+})
+
+describe('withoutEchoedSecretsInHeaders', () => {
+  it('replaces each secret in string and list values, and leaves other headers alone', () => {
+    const headers = { 'x-echo': 'Bearer tok-123', 'set-cookie': ['a=tok-123', 'b=2'], 'content-type': 'application/json' }
+    withoutEchoedSecretsInHeaders(headers, ['tok-123', 'x'])
+    expect(headers).toEqual({ 'x-echo': 'Bearer [redacted]', 'set-cookie': ['a=[redacted]', 'b=2'], 'content-type': 'application/json' })
   })
 })
 

@@ -6,7 +6,8 @@
  * Regression (security review, 2026-11-28): the gateway's own api_key,
  * bearer token and Basic credentials reached the client that way.
  */
-import { createServer } from 'node:http'
+import { createServer, type IncomingHttpHeaders } from 'node:http'
+import { gunzipSync, gzipSync } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 import { trackedAfterEach } from '../support/tracked.js'
 import { listenForTest } from '../support/listen.js'
@@ -60,5 +61,72 @@ describe('an upstream error answer that quotes the gateway credential', () => {
     expect(answer.text).not.toContain(TRAINING_TOKEN)
     expect(JSON.parse(answer.text).error.message).toBe('Incorrect API key provided: Bearer [redacted]')
     expect(Number(answer.headers['content-length'])).toBe(Buffer.byteLength(answer.text))
+  })
+})
+
+/**
+ * Answers every request 401, quoting the Authorization it received in its body and in `x-echo`,
+ * gzipped when the request accepts gzip (as many servers do for any answer); records what it got.
+ */
+async function compressingUpstream(received: IncomingHttpHeaders[], coding?: { label: string; body: Buffer }): Promise<string> {
+  const server = createServer((req, res) => {
+    // The chat backend's health checks come here too.
+    if (req.method === 'POST') received.push(req.headers)
+    req.resume()
+    req.on('end', () => {
+      const text = Buffer.from(JSON.stringify({ error: { message: `Incorrect API key provided: ${req.headers.authorization ?? ''}` } }))
+      const gzip = /\bgzip\b/.test(req.headers['accept-encoding'] ?? '')
+      const [label, body] = coding !== undefined ? [coding.label, coding.body] : gzip ? ['gzip', gzipSync(text)] : [undefined, text]
+      res.writeHead(401, { 'x-echo': req.headers.authorization ?? '', 'content-length': body.length, ...(label === undefined ? {} : { 'content-encoding': label }) }).end(body)
+    })
+  })
+  return listenForTest(server, cleanups)
+}
+
+function postAccepting(gw: TestGateway, acceptEncoding: string) {
+  const headers = { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'accept-encoding': acceptEncoding }
+  return exactRequest(gw.url, { method: 'POST', path: '/v1/preview/training-jobs', headers, body: JSON.stringify({ model_id: MODEL_ID, trajectory_groups: [] }), timeoutMs: 5000 })
+}
+
+// Regression (platform review): with Accept-Encoding: gzip the upstream compressed its error answer,
+// and the search for the credential found nothing in the compressed bytes; a header echo was never searched.
+describe('an upstream error answer that quotes the gateway credential, compressed or in a header', () => {
+  it('gzipped because the client accepts gzip: sent decoded, the token replaced, no Content-Encoding left', async () => {
+    const received: IncomingHttpHeaders[] = []
+    const gw = await gatewayFor(await compressingUpstream(received))
+    const answer = await postAccepting(gw, 'gzip')
+    expect(answer.status).toBe(401)
+    expect(answer.headers['content-encoding']).toBeUndefined()
+    expect(JSON.parse(answer.text).error.message).toBe('Incorrect API key provided: Bearer [redacted]')
+    expect(Number(answer.headers['content-length'])).toBe(answer.body.length)
+    expect(answer.headers['x-echo']).toBe('Bearer [redacted]')
+  })
+
+  it('the upstream is offered only the codings the gateway can decode', async () => {
+    const received: IncomingHttpHeaders[] = []
+    const gw = await gatewayFor(await compressingUpstream(received))
+    await postAccepting(gw, 'zstd, gzip;q=0.8, *')
+    await postAccepting(gw, 'zstd')
+    expect(received.map((headers) => headers['accept-encoding'])).toEqual(['gzip;q=0.8', 'identity'])
+  })
+
+  it('an error body in a coding the gateway cannot decode: the status goes on, the body does not', async () => {
+    const received: IncomingHttpHeaders[] = []
+    const secret = Buffer.from(`opaque ${TRAINING_TOKEN}`)
+    const gw = await gatewayFor(await compressingUpstream(received, { label: 'zstd', body: secret }))
+    const answer = await postAccepting(gw, 'identity')
+    expect(answer.status).toBe(401)
+    expect(answer.body.length).toBe(0)
+    expect(answer.headers['content-encoding']).toBeUndefined()
+    expect(gw.logLines().some((line) => line.level === 40 && line.upstream === 'training' && line.content_encoding === 'zstd')).toBe(true)
+  })
+
+  it('a compressed error answer that quotes nothing goes on as it came, compressed', async () => {
+    const body = gzipSync('{"error":{"message":"no such model"}}')
+    const gw = await gatewayFor(await compressingUpstream([], { label: 'gzip', body }))
+    const answer = await postAccepting(gw, 'gzip')
+    expect(answer.headers['content-encoding']).toBe('gzip')
+    expect(answer.body.equals(body)).toBe(true)
+    expect(gunzipSync(answer.body).toString()).toContain('no such model')
   })
 })
