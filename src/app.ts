@@ -6,10 +6,10 @@
  * the old one finishes its requests).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type HTTPMethods } from 'fastify'
 import type { GatewayContext } from './context.js'
 import { recordOnClose } from './access-log.js'
-import { targetPath } from './target-path.js'
+import { shownPath, targetPath } from './target-path.js'
 import { errorHandler, sendError } from './errors/error-handler.js'
 import { GatewayError } from './errors/gateway-error.js'
 import { newRequestFacts, type RequestFacts } from './request-facts.js'
@@ -130,7 +130,11 @@ const SERVED_METHODS = ['GET', 'HEAD', 'POST'] as const
 function notFound(app: FastifyInstance, request: FastifyRequest): GatewayError {
   // Echoed to the client: nothing of the target that may carry a secret (target-path.ts).
   const path = targetPath(request.url)
-  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path
+  const shown = shownPath(request.url)
+  // Served at this path for this very method: the target's form is what no route takes (`file:///healthz`).
+  if (app.findRoute({ method: request.method as HTTPMethods, url: path }) !== null) {
+    return new GatewayError('not_found', `No route for ${request.method} ${shown} given as this target: send the path alone, or an http(s) URL.`)
+  }
   const served = SERVED_METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
   if (served.length === 0) return new GatewayError('not_found', `No route for ${request.method} ${shown}.`)
   // A known path asked with another method: DESIGN.md's table has no 405, so a 404 that says what is served there.

@@ -21,3 +21,9 @@ function firstOf(text: string, a: string, b: string): number {
   const bt = text.indexOf(b)
   return at === -1 ? bt : bt === -1 ? at : Math.min(at, bt)
 }
+
+/** The target's path as an error message quotes it: cut at 200 characters (a client can send kilobytes of path). */
+export function shownPath(url: string): string {
+  const path = targetPath(url)
+  return path.length > 200 ? `${path.slice(0, 200)}…` : path
+}

@@ -64,7 +64,8 @@ function parseBody(request: FastifyRequest, raw: Buffer, limit: number, done: (e
   if (raw.length === 0) return done(new InvalidJsonError('the body is empty'), undefined)
   if (!isUtf8(raw)) return done(new InvalidJsonError('it is not valid UTF-8'), undefined)
   const shape = jsonShape(raw)
-  if (shape.depth > MAX_DEPTH) return done(new InvalidJsonError(`it nests objects and arrays deeper than ${MAX_DEPTH} levels`), undefined)
+  // Valid JSON, past what the gateway parses: said so, under the code the README has always given it.
+  if (shape.depth > MAX_DEPTH) return done(new GatewayError('invalid_json', `The body nests objects and arrays deeper than ${MAX_DEPTH} levels, more than this gateway parses: nest less deeply.`), undefined)
   // Before the parse, whose cost they bound.
   const maxContainers = Math.floor(limit / BYTES_PER_CONTAINER)
   if (shape.containers > maxContainers) {

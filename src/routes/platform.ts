@@ -20,6 +20,7 @@ import { forwardToUpstream, type PlatformRequest } from '../proxy/upstream-forwa
 import { admitKeyLimits } from '../scheduling/key-policy.js'
 import { GatewayError } from '../errors/gateway-error.js'
 import { withoutByteOrderMark } from '../json/json-object-layout.js'
+import { shownPath } from '../target-path.js'
 
 interface PlatformRoute {
   readonly family: RouteFamily
@@ -103,15 +104,17 @@ export function registerPlatformRoutes(app: FastifyInstance, ctx: GatewayContext
  * for every method, before credentials or the body are looked at (an
  * operator audit read "No route for POST /v1/preview/training-jobs" as the
  * route not existing, and the path's other methods were told "it is served
- * for POST", which answered 404 too).
+ * for POST", which answered 404 too). Every method is routed here, so that
+ * no other method is told "it is served for GET, HEAD, POST" either.
  */
 function registerNotConfigured(app: FastifyInstance, route: PlatformRoute): void {
-  const notConfigured = () => new GatewayError('not_found', `${route.url} is not served here: this gateway has no ${route.upstream} upstream (upstreams.${route.upstream} in its config).`)
+  const notConfigured = (request: FastifyRequest) =>
+    new GatewayError('not_found', `${shownPath(request.url)} is not served here: this gateway has no ${route.upstream} upstream (upstreams.${route.upstream} in its config).`)
   app.route({
-    method: ['GET', 'HEAD', 'POST'],
+    method: app.supportedMethods,
     url: route.url,
     config: { family: route.family },
-    onRequest: (_request, _reply, done) => done(notConfigured()),
-    handler: () => Promise.reject(notConfigured()),
+    onRequest: (request, _reply, done) => done(notConfigured(request)),
+    handler: (request) => Promise.reject(notConfigured(request)),
   })
 }

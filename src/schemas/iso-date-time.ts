@@ -3,8 +3,8 @@
  * training upstream's own format): `YYYY-MM-DDTHH:MM[:SS[.fraction]]` with an
  * optional `Z` or `±HH[:MM]` offset. The separator may also be a space
  * (`str(datetime)`) or a lowercase `t` (RFC 3339 allows it). RFC 3339's
- * `date-time` would require the offset. Every component is range-checked (no Feb 30, no hour 24), which
- * `Date.parse` does not do: it rolls impossible dates over.
+ * `date-time` would require the offset. Every component is range-checked (no Feb 30, no hour 24, no
+ * year 0000: Python's years start at 1), which `Date.parse` does not do: it rolls impossible dates over.
  */
 
 const ISO_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2})(?::?(\d{2}))?)?$/
@@ -19,6 +19,7 @@ export function isIsoDateTime(text: string): boolean {
   if (match === null) return false
   const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = match.slice(1).map((part) => (part === undefined ? 0 : Number(part)))
   return (
+    year! >= 1 &&
     month! >= 1 &&
     month! <= 12 &&
     day! >= 1 &&

@@ -4,6 +4,7 @@ import { startVllmStandIn, type VllmStandIn } from '../../src/dev/vllm-stand-in.
 import { notReadyMessage } from '../../src/routes/service.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
 import { until } from '../support/metrics.js'
+import { expectErrorBody, rawExchange } from '../support/raw-http.js'
 
 const key = makeKey('ops', ['chat'])
 let backend: VllmStandIn
@@ -62,6 +63,17 @@ describe('operator endpoints', () => {
     expect(response.headers.get('allow')).toBe(allow)
     const { error } = (await response.json()) as { error: { message: string; code: string } }
     expect(error).toMatchObject({ code: 'not_found', message: `No route for ${method} ${path}: it is served for ${allow}.` })
+  })
+
+  // Regression (HTTP review): `GET file:///healthz` was told "it is served for HEAD".
+  it.each([
+    ['GET', 'file:///healthz'],
+    ['POST', 'x://y/v1/chat/completions'],
+  ])('%s %s (a served path and method, in a target form no route takes): 404 that says so, no Allow', async (method, target) => {
+    const exchange = await rawExchange(gw.url, `${method} ${target} HTTP/1.1\r\nHost: gw\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`)
+    expect(exchange.responses[0]?.status).toBe(404)
+    expect(exchange.responses[0]?.headers.allow).toBeUndefined()
+    expect(expectErrorBody(exchange.responses[0]!).message).toMatch(/given as this target: send the path alone, or an http\(s\) URL\.$/)
   })
 
   it('an unknown path has no Allow header', async () => {
