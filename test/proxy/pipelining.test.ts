@@ -11,8 +11,8 @@
  */
 import { connect } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { makeKey } from '../support/gateway.js'
-import { parseResponses } from '../support/raw-http.js'
+import { makeKey, type TestGateway } from '../support/gateway.js'
+import { parseResponses, type RawResponse } from '../support/raw-http.js'
 import { nextEvents } from '../support/stand-in-events.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 import { trackedAfterEach } from '../support/tracked.js'
@@ -25,23 +25,28 @@ function chatRequest(marker: string): string {
   return `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
 }
 
+/** Writes `requests` at once on one connection and reads until `count` answers came. */
+async function pipelined(gw: TestGateway, requests: string, count: number): Promise<RawResponse[]> {
+  const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+  cleanups.push(async () => socket.destroy())
+  const received: Buffer[] = []
+  const answered = new Promise<void>((resolve) =>
+    socket.on('data', (chunk: Buffer) => {
+      received.push(chunk)
+      if (parseResponses(Buffer.concat(received)).length === count) resolve()
+    }),
+  )
+  socket.write(requests)
+  await answered
+  return parseResponses(Buffer.concat(received))
+}
+
 describe('pipelined requests', () => {
   it('three chat requests written at once are all answered, in order', async () => {
     const backend = await cleanups.standIn({ tokens: 2 })
     const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url }] }] })
-    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
-    cleanups.push(async () => socket.destroy())
-    const received: Buffer[] = []
-    const answered = new Promise<void>((resolve) =>
-      socket.on('data', (chunk: Buffer) => {
-        received.push(chunk)
-        if (parseResponses(Buffer.concat(received)).length === 3) resolve()
-      }),
-    )
-    socket.write(chatRequest('one') + chatRequest('two') + chatRequest('three'))
-    await answered
 
-    const responses = parseResponses(Buffer.concat(received))
+    const responses = await pipelined(gw, chatRequest('one') + chatRequest('two') + chatRequest('three'), 3)
     expect(responses.map((r) => r.status)).toEqual([200, 200, 200])
     expect(backend.received.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['one', 'two', 'three'])
   })
@@ -51,20 +56,9 @@ describe('pipelined requests', () => {
   it('a bad body between two chat requests: all three answered in order on the one connection, only the good ones forwarded', async () => {
     const backend = await cleanups.standIn({ tokens: 2 })
     const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url }] }] })
-    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
-    cleanups.push(async () => socket.destroy())
-    const received: Buffer[] = []
-    const answered = new Promise<void>((resolve) =>
-      socket.on('data', (chunk: Buffer) => {
-        received.push(chunk)
-        if (parseResponses(Buffer.concat(received)).length === 3) resolve()
-      }),
-    )
     const bad = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: 1\r\n\r\n{`
-    socket.write(chatRequest('one') + bad + chatRequest('three'))
-    await answered
 
-    const responses = parseResponses(Buffer.concat(received))
+    const responses = await pipelined(gw, chatRequest('one') + bad + chatRequest('three'), 3)
     expect(responses.map((r) => r.status)).toEqual([200, 400, 200])
     expect(responses.map((r) => r.headers.connection)).toEqual(['keep-alive', undefined, 'keep-alive'])
     expect(backend.received.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['one', 'three'])
