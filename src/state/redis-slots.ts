@@ -147,7 +147,11 @@ export class RedisModelSlots implements ModelSlots {
       this.#waiters.drop(waiter, error instanceof RedisUnavailable ? error : new RedisUnavailable(String(error)))
       return
     }
-    if (reply === null) return void this.#waiters.drop(waiter, new RedisUnavailable('other replicas kept taking the free slots first'))
+    if (reply === null) {
+      // Its last answer (`room`) left it queued in Redis.
+      this.#fire(this.#calls.leave([waiter.id]))
+      return void this.#waiters.drop(waiter, new RedisUnavailable('other replicas kept taking the free slots first'))
+    }
     // Left (abort, timeout, eviction) or handed a slot while the call was out.
     if (waiter.phase !== 'calling') {
       if (waiter.phase === 'left') this.#undoArrival(waiter.id, reply)
@@ -159,10 +163,10 @@ export class RedisModelSlots implements ModelSlots {
     else this.#waiters.drop(waiter, this.#refusal('queue_full'))
   }
 
-  /** An arrival whose answer nobody waits for any more: gives back what it got. */
+  /** An arrival whose answer nobody waits for any more: gives back what it got (`room` leaves it queued). */
   #undoArrival(id: string, reply: SlotReply): void {
     if (reply.status === 'granted') this.#fire(this.#calls.release(id, reply.backend))
-    else if (reply.status === 'queued') this.#fire(this.#calls.leave([id]))
+    else if (reply.status === 'queued' || reply.status === 'room') this.#fire(this.#calls.leave([id]))
     if (reply.evicted !== undefined) this.#evicted(reply.evicted)
   }
 

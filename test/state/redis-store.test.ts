@@ -21,6 +21,7 @@ import { RedisKeyLimiter } from '../../src/state/redis-key-limiter.js'
 import { keyLimitKeys, modelKeys, priorityPrefix } from '../../src/state/redis-keys.js'
 import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
 import { RedisModelSlots } from '../../src/state/redis-slots.js'
+import { SlotCalls } from '../../src/state/redis-slot-calls.js'
 import { FRESH_COUNTS_MS } from '../../src/state/redis-leases.js'
 import type { AdmissionObserver, SlotLease } from '../../src/state/store.js'
 import { configFrom } from '../support/gateway.js'
@@ -191,18 +192,85 @@ describeWithRedis('Redis store', () => {
       ;(await waitsForB).release()
     })
 
+    // Regression (Redis review): an arrival answered `room` (several backends it could take at once, for
+    // its balancer to choose) left the queue, and came back behind whoever arrived meanwhile.
+    it('an arrival answered room keeps its place while its balancer chooses', async () => {
+      const prefix = uniquePrefix('configs-room')
+      const slow: RedisTimings = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
+      const oldGeneration = slotsOn(await openLink(prefix, slow), settings({ backends: ['b1'], slotsPerBackend: 1 }))
+      const held = await oldGeneration.acquire(request(0))
+      const waitsOld = oldGeneration.acquire(request(0))
+      await settle()
+      const three = { model: 'shared', backends: ['b1', 'b2', 'b3'], slotsPerBackend: 1, maxQueue: 100, usable: () => true }
+      const [xLink, yLink] = [await openLink(prefix, slow), await openLink(prefix, slow)]
+      const [x, y] = [new SlotCalls(xLink, three), new SlotCalls(yLink, three)]
+      const [xId, yId] = [xLink.newId(), yLink.newId()]
+
+      const first = await x.acquire(xId, 0, '', 'queue', new Set())
+      expect(first).toMatchObject({ status: 'room', room: ['b2', 'b3'] })
+      // Another replica's arrival comes while x's balancer chooses: x is ahead of it for b2 and b3.
+      expect(await y.acquire(yId, 0, 'b2', 'queue', new Set())).toMatchObject({ status: 'queued' })
+      const chosen = await x.acquire(xId, 0, 'b2', 'queue', new Set())
+      expect(chosen).toMatchObject({ status: 'granted', backend: 'b2' })
+      expect(chosen.seq ?? first.seq).toBe(first.seq)
+      await withProbe(async (probe) => {
+        const queue = await probe.zrange(modelKeys(prefix, 'shared', ['b1']).queue, '0', '-1')
+        expect(queue.map((member) => member.slice(32))).not.toContain(xId)
+        expect(queue.map((member) => member.slice(32))).toContain(yId)
+      })
+
+      await y.leave([yId])
+      await x.release(xId, 'b2')
+      held.release()
+      ;(await waitsOld).release()
+    })
+
+    // Regression (Redis review): a slot was handed to a waiter whose replica finds the backend down
+    // (its own health checks): a 502 for it, and the waiters that could use the backend held up.
+    it('a freed slot goes to the first waiter whose replica can use that backend, not just has it', async () => {
+      const prefix = uniquePrefix('usable')
+      const slow: RedisTimings = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
+      const sees = slotsOn(await openLink(prefix, slow), settings({ backends: ['a', 'b'], slotsPerBackend: 1 }))
+      const bDown = slotsOn(await openLink(prefix, slow), settings({ backends: ['a', 'b'], slotsPerBackend: 1, usable: (name) => name !== 'b' }))
+      const heldA = await sees.acquire(request(0))
+      const heldB = await sees.acquire(request(0))
+      expect([heldA.backend, heldB.backend]).toEqual(['a', 'b'])
+      const waitsDown = bDown.acquire(request(0))
+      await settle()
+      const waitsSees = sees.acquire(request(0))
+      await settle()
+
+      heldB.release()
+      const lease = await waitsSees
+      expect(lease.backend).toBe('b')
+      expect(bDown.queueDepth()).toBe(1)
+      heldA.release()
+      expect((await waitsDown).backend).toBe('a')
+      lease.release()
+    })
+
     it('an arrival does not pass a waiter ahead of it that can take the backend with room', async () => {
       const prefix = uniquePrefix('configs-order')
-      const slow: RedisTimings = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
-      let aUsable = false
-      const first = slotsOn(await openLink(prefix, slow), settings({ backends: ['a'], slotsPerBackend: 1, usable: () => aUsable }))
-      const second = slotsOn(await openLink(prefix, slow), settings({ backends: ['a'], slotsPerBackend: 1 }))
-      // a is down for the first replica: its arrival queues while a's slot is free.
+      const ttl = 600
+      // No backstop claim within the test: the room a lapsed lease leaves is seen only by arrivals.
+      // Only the holder's lease is short: the waiters' heartbeats must outlast the test.
+      const quiet: RedisTimings = { ...CONTRACT_TIMINGS, backstopMs: 60_000 }
+      const holderLink = await openLink(prefix, { ...quiet, leaseTtlMs: ttl })
+      const holder = new RedisModelSlots(settings({ backends: ['a'], slotsPerBackend: 1 }), { now: () => Date.now() }, new RecordingObserver(), holderLink)
+      await holder.acquire(request(0))
+      // The holder stops renewing (as a replica that died): its lease lapses within one TTL, with no release to hand it on.
+      holder.dispose()
+      const first = slotsOn(await openLink(prefix, quiet), settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const second = slotsOn(await openLink(prefix, quiet), settings({ backends: ['a'], slotsPerBackend: 1 }))
       const waitsFirst = first.acquire(request(0))
       await settle()
       expect(first.queueDepth()).toBe(1)
+      await withProbe(async (probe) => {
+        const lease = modelKeys(prefix, 'shared', ['a']).leases[0]!
+        await until(async () => (await probe.zcount(lease, String(Date.now()), '+inf')) === 0, ttl * 3)
+      })
 
-      // The second replica sees a up, but the first one's waiter is ahead and can take a.
+      // a has room now, and the first replica's waiter, ahead, can take it: the arrival queues behind it.
       let passed = false
       const waitsSecond = second.acquire(request(0)).then((lease) => {
         passed = true
@@ -212,7 +280,6 @@ describeWithRedis('Redis store', () => {
       expect(passed).toBe(false)
       expect(second.queueDepth()).toBe(1)
 
-      aUsable = true
       first.wake()
       const lease = await waitsFirst
       expect(lease.backend).toBe('a')

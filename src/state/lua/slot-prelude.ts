@@ -70,9 +70,15 @@ local function prune()
   redis.call('ZREMRANGEBYSCORE', OWN, '-inf', now)
 end
 
--- This replica's backends, for the waiters it queues (KEYS accepts); kept as long as its heartbeat.
+-- The backends this replica's waiters can take (KEYS accepts): its configuration's, less those it
+-- finds unusable (down by its own checks: a slot there handed to its waiter was a 502, and held up
+-- the waiters that could use it). Said at each arrival and heartbeat; kept as long as its heartbeat.
 local function say_accepts()
-  redis.call('HSET', ACC, me, table.concat(names, '\\n'))
+  local taken = {}
+  for i = 1, n do
+    if usable[i] then taken[#taken + 1] = names[i] end
+  end
+  redis.call('HSET', ACC, me, table.concat(taken, '\\n'))
   redis.call('PEXPIRE', ACC, ttl)
 end
 

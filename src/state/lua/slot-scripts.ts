@@ -33,25 +33,37 @@ if mode == 'try' or redis.call('ZCARD', Q) == 0 then
   if #candidates > 1 then return reply({ status = 'room', room = names_of(candidates) }) end
   if mode == 'try' then return reply({ status = 'none' }) end
 end
-local seq = redis.call('INCR', SEQ)
--- Kept alive by every arrival and heartbeat (SYNC); once it lapses no waiter is left to order against.
-redis.call('PEXPIRE', SEQ, ttl)
-local member = prio .. ':' .. string.format('%016x', seq) .. ':' .. id
--- Ordering is the sorted set's own (byte-wise), never Lua string comparison (locale-dependent).
-redis.call('ZADD', Q, 0, member)
+-- An arrival asked again after a \`room\` answer keeps the place that answer gave it.
+local member = redis.call('HGET', W, id)
+if not member then
+  local serial = redis.call('INCR', SEQ)
+  -- Kept alive by every arrival and heartbeat (SYNC); once it lapses no waiter is left to order against.
+  redis.call('PEXPIRE', SEQ, ttl)
+  member = prio .. ':' .. string.format('%016x', serial) .. ':' .. id
+  -- Ordering is the sorted set's own (byte-wise), never Lua string comparison (locale-dependent).
+  redis.call('ZADD', Q, 0, member)
+end
+local seq = tonumber(string.sub(member, 16, 31), 16)
 -- A backend with room that no waiter ahead can take (theirs is another configuration: a reload's
 -- old generation, a replica mid-rollout) goes to the arrival now, not at its backstop's claim.
 local first = firsts_for(member, room())
 if #first > 0 then
-  redis.call('ZREM', Q, member)
   local i = pick(first, preferred)
   if i then
+    drop_waiter(id)
+    redis.call('ZREM', Q, member)
     redis.call('ZADD', lease_key(i), now + ttl, id)
     return reply({ status = 'granted', backend = names[i] })
   end
-  return reply({ status = 'room', room = names_of(first) })
+  -- Queued while the caller's balancer chooses (it asks again, or leaves).
+  redis.call('HSET', W, id, member)
+  say_accepts()
+  redis.call('ZADD', OWN, now + ttl, me)
+  redis.call('PEXPIRE', OWN, ttl)
+  return reply({ status = 'room', room = names_of(first), seq = seq })
 end
 if mode == 'now' then
+  drop_waiter(id)
   redis.call('ZREM', Q, member)
   return reply({ status = 'none' })
 end
@@ -59,6 +71,7 @@ local evicted = nil
 if redis.call('ZCARD', Q) > max_queue then
   local worst = redis.call('ZRANGE', Q, -1, -1)[1]
   if worst == member then
+    drop_waiter(id)
     redis.call('ZREM', Q, member)
     return reply({ status = 'rejected' })
   end
