@@ -14,6 +14,7 @@ import { asyncStdout, written } from '../log-destination.js'
 import { ReloadRefused, StartError, startGateway, type RunningGateway } from '../server.js'
 import type { Logger } from 'pino'
 import { formatIssue } from '../schemas/validation-issue.js'
+import { CoalescedRun } from '../state/coalesced-run.js'
 
 /** main.ts's SIGHUP listener: it counts signals until a handler is set, then calls the handler. */
 export interface SighupRelay {
@@ -45,11 +46,17 @@ async function main(sighup: SighupRelay): Promise<number> {
   let gateway: RunningGateway | null = null
   let draining = false
   if (sighup.early() > 0) logger.warn({ signals: sighup.early() }, 'SIGHUP before the gateway was ready: ignored')
+  // One reload at a time, and one more for any SIGHUP during it, reading the file then: two that
+  // overlapped (one waiting for its Redis link) once finished out of order, and the older file
+  // served, a key it had revoked included.
+  const reloading = new CoalescedRun(async () => {
+    if (gateway !== null && !draining) await reloadFrom(configFile, gateway, logger)
+  })
   sighup.handle(() => {
     if (gateway === null) logger.warn('SIGHUP before the gateway was ready: ignored')
     // Not a failed reload: there is nothing left to reload into.
     else if (draining) logger.info('SIGHUP while draining: ignored')
-    else void reloadFrom(configFile, gateway, logger)
+    else reloading.request()
   })
   gateway = await startGateway(config, logger)
   const running = gateway
