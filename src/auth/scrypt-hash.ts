@@ -33,6 +33,8 @@ export function parseScryptHash(text: string): ScryptHash | string {
   if (N * r * p > MAX_SCRYPT_WORK) {
     return `N·r·p must be at most ${MAX_SCRYPT_WORK} (e.g. N=131072, r=8, p=1), not ${N * r * p}: every Basic attempt, an unknown user's too, pays it (re-hash with hash-password)`
   }
+  // OpenSSL's own rule; Node refuses to derive past it, and every Basic check (the unknown user's decoy too) was a 500.
+  if (16 * r < 53 && N >= 2 ** (16 * r)) return `N must be below 2^(16·r) for OpenSSL's scrypt (with r=${r}, at most ${2 ** (16 * r - 1)}): re-hash with hash-password`
   const salt = Buffer.from(parts[4]!, 'base64')
   const hash = Buffer.from(parts[5]!, 'base64')
   if (salt.length === 0 || hash.length < 16) return 'salt must be non-empty and the hash at least 16 bytes'

@@ -92,6 +92,8 @@ export function redisUrlProblem(url: string): string | null {
   } catch {
     return null
   }
+  // ioredis reads a URL without a host as its defaults, localhost:6379: `redis://${REDIS_HOST:-}` with the variable empty.
+  if (parsed.hostname === '') return 'has no host: redis://host[:port][/db] (ioredis would take localhost:6379)'
   if (!/^\/?(\d+)?$/.test(parsed.pathname)) return 'has a path that is not a database number: redis://host:port/N, N from 0'
   try {
     decodeURIComponent(parsed.username)

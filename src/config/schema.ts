@@ -94,7 +94,7 @@ export const ApiKeyConfig = Type.Object(
 
 export const UserConfig = Type.Object(
   {
-    username: Type.String({ minLength: 1, pattern: '^[^:]+$', description: 'no colon' }),
+    username: Type.String({ minLength: 1, pattern: '^[^:]+$', description: 'a name without a colon' }),
     password_scrypt: Type.String({
       pattern: '^scrypt\\$\\d+\\$\\d+\\$\\d+\\$[A-Za-z0-9+/]+={0,2}\\$[A-Za-z0-9+/]+={0,2}$',
       description: 'scrypt$N$r$p$salt$hash',
@@ -156,7 +156,8 @@ export const ModelConfig = Type.Object(
     health: defaulted(
       Type.Object(
         {
-          path: Type.String({ default: '/health', pattern: '^/' }),
+          // undici refuses a path with a space or a control character: the backend was never found healthy.
+          path: Type.String({ default: '/health', pattern: '^/[!-~]*$', description: 'a path starting with "/", in printable ASCII (percent-encode spaces and other characters)' }),
           interval_ms: Milliseconds({ default: 5000, minimum: 100 }),
           unhealthy_after: Type.Integer({ default: 3, minimum: 1 }),
         },

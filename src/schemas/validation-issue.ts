@@ -49,6 +49,9 @@ function unknownKey(path: string, name: string, known: readonly string[]): { pat
   if (/[:\s]/.test(name)) {
     return { path: join(path, '<key with ":" or a space>'), message: `${UNKNOWN_KEY} (a "name:value" with no space after the colon is read as one key; its text is not shown, as it may hold a secret)` }
   }
+  // Printed by `check` to a terminal: a control character (ESC) would be a terminal escape sequence.
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) return { path: join(path, '<key with a control character>'), message: UNKNOWN_KEY }
   const hint = didYouMean(name, known)
   if (hint === '' && known.some((key) => CREDENTIAL_KEYS.has(key))) {
     return { path: join(path, '<unknown key>'), message: `${UNKNOWN_KEY} (its name is not shown: beside a credential it may be part of one, such as an unquoted value cut at a comma; quote such values)` }

@@ -73,6 +73,15 @@ describe('parseConfig: defaults', () => {
     expect(config.models[0]!.health).toEqual({ path: '/ready', interval_ms: 5000, unhealthy_after: 3 })
   })
 
+  // Regression (config review): `check` passed "/health check", and undici refused every health check: never healthy.
+  it.each(['/health check', '/health\t', 'health', '/h\u00e9alth'])('refuses the health path %j', (path) => {
+    expect(paths(issues(`${MODEL}    health: { path: ${JSON.stringify(path)} }\n`))).toEqual(['models.0.health.path'])
+  })
+
+  it('takes a health path with a query or percent-encoding', () => {
+    expect(ok(`${MODEL}    health: { path: "/v1/health%20check?full=1" }\n`).models[0]!.health.path).toBe('/v1/health%20check?full=1')
+  })
+
   it('keeps given values over defaults', () => {
     const config = ok(`server: { port: 0, host: 0.0.0.0 }
 models:
@@ -269,6 +278,13 @@ models:
     expect(ok(`state: { kind: redis, redis_url: "redis://:pw@127.0.0.1:6379/0?password=x" }\n${MODEL}`).state.redis_url).toBe('redis://:pw@127.0.0.1:6379/0?password=x')
   })
 
+  // Regression (config review): `redis://` (as `redis://${REDIS_HOST:-}` with the variable empty) passed check,
+  // and ioredis would have taken localhost:6379.
+  it.each(['redis://', 'rediss://', 'redis:///0'])('refuses a redis_url with no host (%s)', (url) => {
+    const found = issues(`state: { kind: redis, redis_url: "${url}" }\n${MODEL}`)
+    expect(found).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('has no host') }])
+  })
+
   // Regression (security audit): both passed check, then `/notadb` ended the process after it
   // announced it was listening (SELECT NaN), and a bare % in the password threw a URIError at start.
   it('refuses a redis_url whose path is not a database number or whose userinfo has a broken %-escape, quoting neither', () => {
@@ -298,6 +314,12 @@ models:
     const found = issues(`models:\n  - name: m\n    backends: [{ url: "http://a:1", api_key:sk-Typo4242 }]\n`)
     expect(found).toEqual([{ path: 'models.0.backends.0.<key with ":" or a space>', message: expect.stringContaining('is not a known key') }])
     expect(JSON.stringify(found)).not.toContain('Typo4242')
+  })
+
+  // Regression (config review): `check` printed such a key to the terminal as it was, escape sequences and all.
+  it('does not echo an unknown key holding a control character', () => {
+    const found = issues(`${MODEL}    "\\e[31mred": 2\n`)
+    expect(found).toEqual([{ path: 'models.0.<key with a control character>', message: 'is not a known key' }])
   })
 
   // Regression (security review, 2026-11-28): `check`, the start-up error and a refused reload printed this key.
@@ -802,6 +824,19 @@ describe('parseConfig: password_scrypt cost', () => {
     const found = issues(user(`scrypt$${N}$${r}$${p}$${salt}$${hash}`))
     expect(paths(found)).toEqual(['auth.users.0.password_scrypt'])
     expect(found[0]!.message).toContain('N·r·p must be at most')
+  })
+
+  // Regression (config review): within the cost bound, but past OpenSSL's N < 2^(16·r): `check` passed it
+  // and every Basic request, an unknown user's too, was a 500 ("Invalid scrypt params").
+  it.each([
+    [65536, 1],
+    [131072, 1],
+  ])('refuses N=%i with r=%i, which Node cannot derive', async (N, r) => {
+    const found = issues(user(`scrypt$${N}$${r}$1$${salt}$${hash}`))
+    expect(found).toEqual([{ path: 'auth.users.0.password_scrypt', message: expect.stringContaining('N must be below 2^(16·r)') }])
+    await expect(deriveScrypt('pw', Buffer.alloc(16), { N, r, p: 1 }, 64)).rejects.toThrow()
+    // The largest N it allows there derives.
+    expect((await deriveScrypt('pw', Buffer.alloc(16), { N: 32768, r, p: 1 }, 64)).length).toBe(64)
   })
 
   // Regression: the schema's pattern and the hash parser both said so, and `check` printed the line twice.
