@@ -23,22 +23,25 @@ export interface CliArguments {
 const COMMANDS: readonly Command[] = ['serve', 'check', 'hash-password', 'hash-token']
 
 export function parseArguments(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): CliArguments {
-  let command: Command = 'serve'
+  let command: Command | null = null
+  let help = false
   let configFile = env.SLUICE_CONFIG
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === '--help' || arg === '-h') {
-      command = 'help'
+      help = true
     } else if (arg === '--config' || arg === '-c') {
       configFile = argv[++i]
       if (configFile === undefined) throw new UsageError('--config needs a file name')
     } else if (arg.startsWith('--config=')) {
       configFile = arg.slice('--config='.length)
     } else if ((COMMANDS as readonly string[]).includes(arg)) {
+      // `check serve` once started the gateway: the last command named won.
+      if (command !== null) throw new UsageError(`one command at a time, not "${command}" and "${arg}"`)
       command = arg as Command
     } else {
       throw new UsageError(`unknown argument "${arg}"`)
     }
   }
-  return { command, configFile }
+  return { command: help ? 'help' : (command ?? 'serve'), configFile }
 }

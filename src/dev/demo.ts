@@ -55,7 +55,8 @@ async function demo(): Promise<void> {
     DEMO_TRAINING: standIns.training.url,
     DEMO_OBJECTS: standIns.objects.url,
   }
-  const config = await loadConfigFile(process.env.SLUICE_CONFIG ?? 'config/demo.yaml', env)
+  // Not SLUICE_CONFIG: the commands printed below are for this file (an exported SLUICE_CONFIG made them fail).
+  const config = await loadConfigFile('config/demo.yaml', env)
   const logger = createLogger(config.log.level, pretty({ colorize: true, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: true }))
   const gateway = await startGateway(config, logger)
   process.stdout.write(`${instructions(gateway.url)}\n`)
