@@ -58,9 +58,12 @@ export function parseConfig(text: string, env: Environment): ConfigResult {
     const at = alias === null ? '' : ` at ${where(alias)}`
     return { ok: false, issues: [...issues, { path: '', message: `${yamlThrownProblem(error)}${at}` }] }
   }
-  if (!validate(data)) issues.push(...issuesBesides(unset, toIssues(validate.errors)))
+  const schemaIssues = validate(data) ? [] : issuesBesides(unset, toIssues(validate.errors))
   // Cross-key checks run on whatever parsed, so one run reports everything.
-  issues.push(...issuesBesides(unset, crossCheck(data)))
+  const crossIssues = issuesBesides(unset, crossCheck(data))
+  // Where both speak of one key, the cross-key rule says more ("is empty: set it" over "must not be empty").
+  const crossPaths = new Set(crossIssues.map((issue) => issue.path))
+  issues.push(...schemaIssues.filter((issue) => !crossPaths.has(issue.path)), ...crossIssues)
   // A value the schema refuses may fail a cross-key rule the same way (password_scrypt's form): say it once.
   if (issues.length > 0) return { ok: false, issues: distinct(issues) }
   return resolveConfig(data as RawGatewayConfig)

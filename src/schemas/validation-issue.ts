@@ -123,12 +123,22 @@ function show(value: unknown): string {
 /**
  * One issue per problem. Errors raised inside a failed `anyOf` branch are
  * dropped in favour of the `anyOf` error itself: "matches none of the forms"
- * beats a list of why each form did not match.
+ * beats a list of why each form did not match. Except when one form alone
+ * has the value's shape (its errors are all inside the value: `{ bearer:
+ * 12345 }` is the bearer form with a number for the token): its own errors
+ * say more ("auth.bearer: must be a string (got a number)").
  */
 export function toIssues(errors: readonly ErrorObject[] | null | undefined): ValidationIssue[] {
   if (!errors) return []
-  const anyOfPaths = errors.filter((e) => e.keyword === 'anyOf').map((e) => `${e.schemaPath}/`)
-  const kept = errors.filter((e) => !anyOfPaths.some((p) => e.schemaPath.startsWith(p)))
+  const anyOfs = errors.filter((e) => e.keyword === 'anyOf')
+  const shaped = new Map(anyOfs.map((anyOf) => [anyOf, shapedBranch(anyOf, errors)]))
+  const chosen = new Set([...shaped.values()].flat())
+  const anyOfPaths = anyOfs.map((e) => `${e.schemaPath}/`)
+  const kept = errors.filter((e) => {
+    if (chosen.has(e)) return true
+    if (shaped.get(e)?.length) return false
+    return !anyOfPaths.some((p) => e.schemaPath.startsWith(p))
+  })
   const seen = new Set<string>()
   const issues: ValidationIssue[] = []
   for (const error of kept) {
@@ -140,6 +150,19 @@ export function toIssues(errors: readonly ErrorObject[] | null | undefined): Val
     }
   }
   return issues
+}
+
+/** The errors of the one branch of a failed `anyOf` whose errors all lie inside the value; none when no branch, or several, do. */
+function shapedBranch(anyOf: ErrorObject, errors: readonly ErrorObject[]): ErrorObject[] {
+  const prefix = `${anyOf.schemaPath}/`
+  const branches = new Map<string, ErrorObject[]>()
+  for (const error of errors) {
+    if (!error.schemaPath.startsWith(prefix)) continue
+    const branch = error.schemaPath.slice(prefix.length).split('/', 1)[0]!
+    branches.set(branch, [...(branches.get(branch) ?? []), error])
+  }
+  const shaped = [...branches.values()].filter((list) => list.every((error) => error.instancePath.startsWith(`${anyOf.instancePath}/`)))
+  return shaped.length === 1 ? shaped[0]! : []
 }
 
 export function formatIssue(issue: ValidationIssue): string {

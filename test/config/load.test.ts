@@ -158,6 +158,20 @@ server:
     expect(found).toContainEqual({ path: 'upstreams.objects.auth.basic.username', message: expect.stringContaining('is empty') })
   })
 
+  // Regression (docs review): an unquoted numeric token or password got only the union's "must be one of
+  // { bearer: TOKEN }, …", though the README promises "(got a number)"; and an empty one was said twice.
+  it('names an upstream credential of the wrong type, and an empty one once', () => {
+    const text = `${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: 12345 } }\n  objects: { url: "http://o:1", auth: { basic: { username: api, password: 012345 } } }\n  checkpoints: { url: "http://c:1", auth: { token: x } }\n`
+    expect(issues(text)).toEqual([
+      { path: 'upstreams.training.auth.bearer', message: 'must be a string (got a number)' },
+      { path: 'upstreams.checkpoints.auth', message: expect.stringContaining('must be one of { bearer: TOKEN }') },
+      { path: 'upstreams.objects.auth.basic.password', message: 'must be a string (got a number)' },
+    ])
+    expect(JSON.stringify(issues(text))).not.toContain('12345')
+    const empty = issues(`${MODEL}upstreams:\n  training: { url: "http://t:1", auth: { bearer: "\${T}" } }\n`, { T: '' })
+    expect(empty).toEqual([{ path: 'upstreams.training.auth.bearer', message: expect.stringContaining('is empty') }])
+  })
+
   it('uses the fallback of ${VAR:-default} when VAR is unset or empty, typed too', () => {
     const text = `${MODEL}server:\n  port: \${P:-8123}\n`
     expect(ok(text).server.port).toBe(8123)
