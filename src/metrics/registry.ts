@@ -113,6 +113,12 @@ export function createMetrics() {
       labelNames: ['model', 'backend', 'reason'] as const,
       registers,
     }),
+    redisLocalAdmissions: new Counter({
+      name: 'sluice_redis_local_admissions_total',
+      help: 'Redis mode: requests admitted on this replica\'s local limits (Redis unreachable, or its answer later than the 50 ms call budget), by model.',
+      labelNames: ['model'] as const,
+      registers,
+    }),
     connectionsDropped: new Counter({
       name: 'sluice_connections_dropped_total',
       help: 'Client connections closed as they were accepted: server.max_connections were open.',

@@ -11,7 +11,6 @@ import { MemoryKeyLimiter } from './memory-key-limiter.js'
 import type { AdmissionObserver, AdmissionState, KeyLimiter } from './store.js'
 import type { BodyBudget } from '../scheduling/queued-bodies.js'
 
-const REDIS_UP = 'sluice_redis_up'
 
 /** What an admission state is built from, besides the config. */
 export interface AdmissionDeps {
@@ -39,13 +38,17 @@ export interface AdmissionDeps {
 }
 
 export function buildAdmissionState(config: GatewayConfig, deps: AdmissionDeps): AdmissionState {
-  const { registry, redisUp } = deps.metrics
+  const { registry, redisUp, redisLocalAdmissions } = deps.metrics
+  const redisOnly = [
+    ['sluice_redis_up', redisUp],
+    ['sluice_redis_local_admissions_total', redisLocalAdmissions],
+  ] as const
   if (config.state.kind !== 'redis') {
-    // DESIGN.md: sluice_redis_up exists in redis mode; a memory gateway has no Redis to be down.
-    registry.removeSingleMetric(REDIS_UP)
+    // DESIGN.md: sluice_redis_up exists in redis mode; a memory gateway has no Redis to be down (nor to fall back from).
+    for (const [name] of redisOnly) registry.removeSingleMetric(name)
     const keys = deps.keysFrom instanceof MemoryKeyLimiter ? deps.keysFrom : undefined
     return buildMemoryState(config, deps.usable, deps.clock, deps.observer, deps.peers ?? NO_PEERS, keys, deps.bodyBudget)
   }
-  if (registry.getSingleMetric(REDIS_UP) === undefined) registry.registerMetric(redisUp)
+  for (const [name, metric] of redisOnly) if (registry.getSingleMetric(name) === undefined) registry.registerMetric(metric)
   return buildRedisState(config, deps)
 }

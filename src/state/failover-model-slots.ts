@@ -69,6 +69,16 @@ interface LocalAdmission {
   adopted: string | null
 }
 
+/** What a FailoverModelSlots tells its owner, and the clock it reads. */
+export interface FailoverHooks {
+  /** A Redis lease ended while Redis is away: other generations' local queues may have room now. [nothing] */
+  readonly freedWhileAway?: () => void
+  /** A request was admitted on local limits (Redis away, or its call over budget): `sluice_redis_local_admissions_total`. [nothing] */
+  readonly admittedLocally?: () => void
+  /** The stores' clock: a request's arrival is read once, on it. [system] */
+  readonly clock?: Clock
+}
+
 export class FailoverModelSlots implements ModelSlots {
   readonly #shared: AdoptingModelSlots
   readonly #local: ModelSlots
@@ -77,17 +87,17 @@ export class FailoverModelSlots implements ModelSlots {
   /** The signals of requests waiting in the local queue. */
   readonly #waitingLocally = new Set<UntilRedisReturns>()
 
-  /** A Redis lease ended while Redis is away: other generations' local queues may have room now. [nothing] */
   readonly #freedWhileAway: () => void
-  /** The stores' clock: a request's arrival is read once, on it. */
+  readonly #admittedLocallyHook: () => void
   readonly #clock: Clock
 
-  constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink, freedWhileAway: () => void = () => undefined, clock: Clock = SYSTEM_CLOCK) {
+  constructor(shared: AdoptingModelSlots, local: ModelSlots, link: RedisLink, hooks: FailoverHooks = {}) {
     this.#shared = shared
     this.#local = local
     this.#link = link
-    this.#freedWhileAway = freedWhileAway
-    this.#clock = clock
+    this.#freedWhileAway = hooks.freedWhileAway ?? (() => undefined)
+    this.#admittedLocallyHook = hooks.admittedLocally ?? (() => undefined)
+    this.#clock = hooks.clock ?? SYSTEM_CLOCK
     link.on('up', this.#adoptLocalAdmissions)
     link.on('up', this.#sendLocalWaitersToRedis)
   }
@@ -153,6 +163,7 @@ export class FailoverModelSlots implements ModelSlots {
    * Redis knows nothing of what was admitted here meanwhile).
    */
   #trackedLocal(lease: SlotLease): SlotLease {
+    this.#admittedLocallyHook()
     const admission: LocalAdmission = { backend: lease.backend, adopted: null }
     this.#admittedLocally.add(admission)
     // Up but slow (the call ran over its budget): Redis hears of it now, not at the next outage's end.

@@ -33,7 +33,10 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
     // a backend twice its slots, a chaos audit: the new generation's local limits started from 0).
     const local = new MemoryModelSlots({ ...settings, ...peerCounted(model, peers, (backend) => modelSlots.inFlight(backend)) }, clock, observer)
     shared.push(modelSlots)
-    slots.set(model.name, new FailoverModelSlots(modelSlots, local, link, () => peers.freed(model.name), clock))
+    // At 0 from the start, for an increase() alert: local admissions while sluice_redis_up is 1 are calls over budget.
+    metrics.redisLocalAdmissions.inc({ model: model.name }, 0)
+    const hooks = { freedWhileAway: () => peers.freed(model.name), admittedLocally: () => metrics.redisLocalAdmissions.inc({ model: model.name }), clock }
+    slots.set(model.name, new FailoverModelSlots(modelSlots, local, link, hooks))
   }
   const sharedKeys = new RedisKeyLimiter(link)
   const healthBoard = new RedisHealthBoard(link, clock, logger, deps.healthSigner ?? link.replicaId)

@@ -101,6 +101,8 @@ describe('operator endpoints', () => {
     expect(text).not.toContain('bogus-model-name')
     expect(text).not.toContain('path-xyz')
     expect(text).not.toContain(key.token)
+    // Memory mode: no Redis to be up, or to fall back from.
+    expect(text).not.toContain('sluice_redis_')
   })
 })
 

@@ -48,7 +48,7 @@ function setup(clock = { now: () => Date.now() }) {
   const shared = new SharedStandIn()
   const link = Object.assign(new EventEmitter(), { up: () => shared.up, newId: () => 'adopted-1' }) as unknown as RedisLink & EventEmitter
   const local = new MemoryModelSlots({ model: 'm', backends: ['a'], slotsPerBackend: 1, maxQueue: 10, maxWaitMs: 10_000, usable: () => true }, clock, new RecordingObserver())
-  const slots = new FailoverModelSlots(shared, local, link, () => undefined, clock)
+  const slots = new FailoverModelSlots(shared, local, link, { clock })
   const comeBack = () => {
     shared.up = true
     link.emit('up')

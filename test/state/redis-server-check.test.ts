@@ -68,8 +68,10 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
     const gw = await gatewayOn(replica.url)
 
     await expectDownFor(gw, 'read-only replica')
-    // Served on local limits meanwhile.
+    expect(await scrapeMetric(gw.url, 'sluice_redis_local_admissions_total', { model: 'm' })).toBe(0)
+    // Served on local limits meanwhile, and counted so.
     expect((await chat(gw)).status).toBe(200)
+    expect(await scrapeMetric(gw.url, 'sluice_redis_local_admissions_total', { model: 'm' })).toBe(1)
   })
 
   // Regression (security audit): ioredis logged the SELECT refusal at debug and went on in database 0.

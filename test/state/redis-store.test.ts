@@ -515,7 +515,8 @@ describeWithRedis('Redis store', () => {
       const observer = new RecordingObserver()
       const shared = slotsOn(link, settings, observer)
       const local = new MemoryModelSlots(settings, clock, observer)
-      const slots = new FailoverModelSlots(shared, local, link)
+      let admittedLocally = 0
+      const slots = new FailoverModelSlots(shared, local, link, { admittedLocally: () => admittedLocally++ })
       await withProbe(async (probe) => {
         // Redis frozen until the call ran over its budget (well inside the 1 s health check): the call is late.
         // It waits in Redis's socket buffer and runs, granting a slot, once Redis thaws.
@@ -528,6 +529,8 @@ describeWithRedis('Redis store', () => {
         }
         expect(lease.backend).toBe('a')
         expect([local.inFlight('a'), shared.inFlight('a')]).toEqual([1, 0])
+        // Counted (sluice_redis_local_admissions_total): with Redis up, what admits past its shared limits.
+        expect(admittedLocally).toBe(1)
         // Until the late answer came, and the calls it and the admission started were answered.
         await settle()
         // The late Redis grant was released; what Redis holds is the local admission, adopted so other replicas count it.
