@@ -38,6 +38,8 @@ describe('dashboards and alerts use only exported metrics', () => {
     for (const rule of all) for (const name of sluiceNames(rule.expr)) expect(exported, `${rule.alert} uses ${name}`).toContain(name)
     const alerts = all.map((r) => r.alert)
     expect(alerts).toEqual(expect.arrayContaining(['SluiceNoHealthyBackend', 'SluiceHighErrorRatio', 'SluiceQueueWaitHigh', 'SluiceRedisDown']))
+    // Calls over the Redis budget admit past the shared slots while Redis is up: worth a warning.
+    expect(all.find((rule) => rule.alert === 'SluiceRedisCallsOverBudget')?.expr).toContain('sluice_redis_local_admissions_total')
   })
 
   // A dead replica exports nothing, so every alert on its own series went quiet with it (an operator audit).
