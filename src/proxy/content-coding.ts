@@ -16,9 +16,17 @@ const DECODERS: Readonly<Record<string, (body: Buffer, options: { maxOutputLengt
   br: brotliDecompressSync,
 }
 
-/** A coding list (`Content-Encoding`) with nothing but identity in it, or none at all. */
+/** Whether a coding list (`identity, identity`) holds nothing but `coding`; case, spaces and empty entries do not matter. */
+export function holdsOnly(list: string, coding: string): boolean {
+  return list.split(',').every((entry) => {
+    const name = entry.trim().toLowerCase()
+    return name === coding || name === ''
+  })
+}
+
+/** A `Content-Encoding` with nothing but identity in it, or none at all. */
 export function isIdentityCoding(list: string | undefined): boolean {
-  return list === undefined || list.split(',').every((coding) => coding.trim().toLowerCase() === 'identity' || coding.trim() === '')
+  return list === undefined || holdsOnly(list, 'identity')
 }
 
 /**

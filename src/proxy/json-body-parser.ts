@@ -20,6 +20,7 @@ import { BYTES_PER_CONTAINER, firstNonFiniteNumber, jsonShape, MAX_DEPTH, type J
 import { BYTES_PER_LAYOUT, countObjectLayouts } from '../json/object-layouts.js'
 import { prototypeKeyPath } from '../json/prototype-keys.js'
 import { readBody } from './body-reader.js'
+import { holdsOnly, isIdentityCoding } from './content-coding.js'
 import { markCutOffable, type CutOffable } from './in-flight-requests.js'
 
 declare module 'fastify' {
@@ -118,11 +119,11 @@ function refusalOfValue(parsed: unknown, shape: JsonShape): GatewayError | null 
  */
 function codingRefusal(headers: FastifyRequest['headers']): GatewayError | null {
   const encoding = headers['content-encoding']
-  if (encoding !== undefined && !isOnly(encoding, 'identity')) {
+  if (!isIdentityCoding(encoding)) {
     return new GatewayError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported: send the body uncompressed.`)
   }
   const transfer = headers['transfer-encoding']
-  if (transfer !== undefined && !isOnly(transfer, 'chunked')) {
+  if (transfer !== undefined && !holdsOnly(transfer, 'chunked')) {
     return new GatewayError('unsupported_media_type', `Transfer-Encoding "${transfer}" is not supported: send the body uncompressed, chunked or with a Content-Length.`)
   }
   const charset = charsetOf(headers['content-type'])
@@ -130,11 +131,6 @@ function codingRefusal(headers: FastifyRequest['headers']): GatewayError | null 
     return new GatewayError('unsupported_media_type', `Content-Type charset "${charset}" is not supported: send the body as UTF-8 JSON.`)
   }
   return null
-}
-
-/** Whether a coding list holds nothing but \`coding\` (\`identity, identity\`); case and spaces do not matter. */
-function isOnly(list: string, coding: string): boolean {
-  return list.split(',').every((entry) => entry.trim().toLowerCase() === coding)
 }
 
 /** The lowercased \`charset\` parameter of a media type (quotes removed), or null; \`application/json\` alone costs one length check. */
