@@ -85,6 +85,8 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   // Added to the fresh map rather than spread into a new one: a spread that overrides keys is V8's slow path.
   const responseHeaders = responseHeadersFromUpstream(answer.headers)
   responseHeaders['x-request-id'] = job.requestId
+  // Any answer's headers may quote the api_key the backend was sent (a debug echo): never the client's to see.
+  withoutEchoedSecretsInHeaders(responseHeaders, answer.backend.echoableSecrets)
 
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
     relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
@@ -109,7 +111,6 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   if (answer.statusCode !== 200) {
     settle(null)
     // An error answer may quote the api_key the backend refused: never the client's to see.
-    withoutEchoedSecretsInHeaders(responseHeaders, answer.backend.echoableSecrets)
     return sendAnswer(reply, answer.statusCode, responseHeaders, withoutEchoedSecrets(body, answer.backend.echoableSecrets), job.route.settings.timeouts.idle_ms)
   }
   const usage = completionUsage(body)

@@ -60,10 +60,12 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
   // With forward_client the credentials refused are the client's own: its answer, not the operator's problem.
   if (response.statusCode === 401 && !forwardsClient(upstream)) noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name, target: upstream }, request.facts.requestId, ctx.clock.now())
-  // An error answer may quote the credential the gateway sent: read whole (error bodies are small) and cut out.
-  if (response.statusCode >= 400 && upstream.echoableSecrets.length > 0 && call.method !== 'HEAD') return sendErrorAnswer(ctx, request, reply, upstream, response, upstreamAbort.signal)
+  // An error answer or a redirect may quote the credential the gateway sent: read whole (such bodies are small) and cut out.
+  if (bodyMayQuoteCredential(response.statusCode, call) && upstream.echoableSecrets.length > 0) return sendSearchedAnswer(ctx, request, reply, upstream, response, upstreamAbort.signal)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)
+  // A success's body is the client's data, never searched; its headers (a debug echo) are the operator's business.
+  withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
   // The body goes through unchanged, so its length does too (a HEAD answer's is told nowhere else).
   const length = response.headers['content-length']
   if (length !== undefined) headers['content-length'] = length
@@ -84,7 +86,16 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
 const NOTHING = Buffer.alloc(0)
 
 /**
- * An upstream's error answer, whole, with the gateway's own credential cut
+ * Whether an answer's body is the upstream's own words (an error, a
+ * redirect's "Moved to …" page) rather than the client's data: such a body
+ * is searched for the credential. A HEAD answer and a 304 have no body.
+ */
+function bodyMayQuoteCredential(statusCode: number, call: PlatformRequest): boolean {
+  return statusCode >= 300 && statusCode !== 304 && call.method !== 'HEAD'
+}
+
+/**
+ * An upstream's error or redirect answer, whole, with the gateway's own credential cut
  * out of its body and headers (credential-echo.ts). A compressed body is
  * searched decoded, and sent decoded only when something was cut; one that
  * cannot be decoded (a coding the client was not offered, broken, or
@@ -92,7 +103,7 @@ const NOTHING = Buffer.alloc(0)
  * on with an empty body. Written past fastify's `send`, which gave a
  * Buffer a Content-Type the upstream never sent.
  */
-async function sendErrorAnswer(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, response: Dispatcher.ResponseData, clientGone: AbortSignal): Promise<FastifyReply> {
+async function sendSearchedAnswer(ctx: GatewayContext, request: FastifyRequest, reply: FastifyReply, upstream: Upstream, response: Dispatcher.ResponseData, clientGone: AbortSignal): Promise<FastifyReply> {
   let body: Buffer
   try {
     body = await readWhole(response.body, ctx.config.server.answer_limit_bytes)
@@ -116,14 +127,14 @@ async function sendErrorAnswer(ctx: GatewayContext, request: FastifyRequest, rep
   return reply
 }
 
-/** The error body to send (see sendErrorAnswer); drops `headers`' coding when the body sent is decoded. */
+/** The body to send (see sendSearchedAnswer); drops `headers`' coding when the body sent is decoded. */
 function searchedBody(body: Buffer, headers: HeaderMap, upstream: Upstream, limitBytes: number, request: FastifyRequest): Buffer {
   const coding = headers['content-encoding']
   const list = Array.isArray(coding) ? coding.join(', ') : coding
   if (isIdentityCoding(list)) return withoutEchoedSecrets(body, upstream.echoableSecrets)
   const decoded = decodedBody(body, list!, limitBytes)
   if (decoded === null) {
-    request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, content_encoding: list }, 'an error answer in a coding the gateway cannot read was sent without its body: it could not be searched for the gateway credential')
+    request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, content_encoding: list }, 'an error or redirect answer in a coding the gateway cannot read was sent without its body: it could not be searched for the gateway credential')
     delete headers['content-encoding']
     return NOTHING
   }

@@ -13,6 +13,7 @@ import { trackedAfterEach } from '../support/tracked.js'
 import { listenForTest } from '../support/listen.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { exactRequest } from '../support/raw-http.js'
+import { GOOD_COMPLETION } from '../support/good-completion.js'
 
 const cleanups = trackedAfterEach()
 const key = makeKey('client', ['chat', 'training'])
@@ -128,5 +129,60 @@ describe('an upstream error answer that quotes the gateway credential, compresse
     expect(answer.headers['content-encoding']).toBe('gzip')
     expect(answer.body.equals(body)).toBe(true)
     expect(gunzipSync(answer.body).toString()).toContain('no such model')
+  })
+})
+
+/**
+ * Answers every POST with `status`, quoting the Authorization it received in `x-echo`, in a
+ * redirect's Location and in its body (a completion for chat on 200, so the answer is one).
+ */
+async function quotingUpstream(status: number): Promise<string> {
+  const server = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      const auth = req.headers.authorization ?? ''
+      const body = status === 200 && req.url === '/v1/chat/completions' ? GOOD_COMPLETION : `quoted: ${auth}`
+      const headers = { 'x-echo': auth, 'content-length': Buffer.byteLength(body), ...(status < 400 && status >= 300 ? { location: `https://login.example/?sent=${encodeURIComponent(auth)}&raw=${auth.slice(7)}` } : {}) }
+      res.writeHead(status, headers).end(body)
+    })
+  })
+  return listenForTest(server, cleanups)
+}
+
+// Regression (session 23): only answers from 400 up were searched, so a redirect's Location
+// and body, or any header of a success, handed the gateway's credential to the client.
+describe('a redirect or a success that quotes the gateway credential', () => {
+  it('platform redirect: Location, other headers and body have the token replaced', async () => {
+    const gw = await gatewayFor(await quotingUpstream(302))
+    const answer = await post(gw, '/v1/preview/training-jobs', { model_id: MODEL_ID, trajectory_groups: [] })
+    expect(answer.status).toBe(302)
+    expect(answer.headers.location).toBe('https://login.example/?sent=Bearer%20[redacted]&raw=[redacted]')
+    expect(answer.headers['x-echo']).toBe('Bearer [redacted]')
+    expect(answer.text).toBe('quoted: Bearer [redacted]')
+    expect(Number(answer.headers['content-length'])).toBe(answer.body.length)
+  })
+
+  it('platform success: headers searched, the body (the client\'s data) passed on as it came', async () => {
+    const gw = await gatewayFor(await quotingUpstream(200))
+    const answer = await post(gw, '/v1/preview/training-jobs', { model_id: MODEL_ID, trajectory_groups: [] })
+    expect(answer.status).toBe(200)
+    expect(answer.headers['x-echo']).toBe('Bearer [redacted]')
+    expect(answer.text).toBe(`quoted: Bearer ${TRAINING_TOKEN}`)
+  })
+
+  it('chat success: the backend api_key is cut from its headers', async () => {
+    const gw = await gatewayFor(await quotingUpstream(200))
+    const answer = await post(gw, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    expect(answer.status).toBe(200)
+    expect(answer.headers['x-echo']).toBe('Bearer [redacted]')
+    expect(answer.text).toBe(GOOD_COMPLETION)
+  })
+
+  it('chat redirect: Location and body searched', async () => {
+    const gw = await gatewayFor(await quotingUpstream(307))
+    const answer = await post(gw, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    expect(answer.status).toBe(307)
+    expect(answer.headers.location).not.toContain(API_KEY)
+    expect(answer.text).toBe('quoted: Bearer [redacted]')
   })
 })
