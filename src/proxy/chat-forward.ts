@@ -23,7 +23,7 @@ import { completionUsage, type TokenUsage } from './stream-usage.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
 import { closeIfUnread } from './stalled-reader.js'
 import { noteRefusedCredentials } from './refused-credentials.js'
-import { withoutEchoedSecrets, withoutEchoedSecretsInHeaders } from './credential-echo.js'
+import { searchedAnswerBody, UNSEARCHABLE_ANSWER, withoutEchoedSecretsInHeaders } from './credential-echo.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -111,7 +111,9 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   if (answer.statusCode !== 200) {
     settle(null)
     // An error answer may quote the api_key the backend refused: never the client's to see.
-    return sendAnswer(reply, answer.statusCode, responseHeaders, withoutEchoedSecrets(body, answer.backend.echoableSecrets), job.route.settings.timeouts.idle_ms)
+    const searched = searchedAnswerBody(body, responseHeaders, answer.backend.echoableSecrets, ctx.config.server.answer_limit_bytes)
+    if (searched === null) request.log.warn({ request_id: job.requestId, model: job.route.name, backend: answer.backend.name, content_encoding: answer.headers['content-encoding'] }, UNSEARCHABLE_ANSWER)
+    return sendAnswer(reply, answer.statusCode, responseHeaders, searched ?? EMPTY_BODY, job.route.settings.timeouts.idle_ms)
   }
   const usage = completionUsage(body)
   settle(usage ?? null)
@@ -122,6 +124,8 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   }
   return sendAnswer(reply, answer.statusCode, responseHeaders, body, job.route.settings.timeouts.idle_ms)
 }
+
+const EMPTY_BODY = Buffer.alloc(0)
 
 /**
  * A backend's whole answer, as it came (DESIGN.md: status, body byte for

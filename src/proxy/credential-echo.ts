@@ -7,6 +7,7 @@
  */
 import type { UpstreamAuthSettings } from '../config/schema.js'
 import type { HeaderMap } from './headers.js'
+import { decodedBody, isIdentityCoding } from './content-coding.js'
 
 const REDACTED_TEXT = '[redacted]'
 export const REDACTED = Buffer.from(REDACTED_TEXT)
@@ -18,9 +19,35 @@ export const REDACTED = Buffer.from(REDACTED_TEXT)
  */
 export function echoableSecrets(auth: UpstreamAuthSettings | undefined): string[] {
   if (auth === undefined || 'forward_client' in auth) return []
-  if ('bearer' in auth) return [auth.bearer]
+  if ('bearer' in auth) return echoForms([auth.bearer])
   const encoded = Buffer.from(`${auth.basic.username}:${auth.basic.password}`, 'utf8').toString('base64')
-  return [encoded, auth.basic.password]
+  return echoForms([encoded, auth.basic.password])
+}
+
+/**
+ * Each secret as written, then as an answer may have escaped it: in a
+ * JSON string (`"` and `\` escaped; `/` as `\/`, as PHP writes it; past
+ * ASCII and `+` as `\uxxxx` or `\uXXXX`, as Java and .NET do) and
+ * percent-encoded (a redirect's query). A search for the bytes alone let
+ * `train-tok\/XYZ` through.
+ */
+export function echoForms(secrets: readonly string[]): string[] {
+  const forms = new Set<string>()
+  for (const secret of secrets) {
+    const json = JSON.stringify(secret).slice(1, -1)
+    forms.add(secret)
+    forms.add(json)
+    forms.add(json.replaceAll('/', '\\/'))
+    const escaped = json.replace(/[^\x20-\x7e]|[+<>&']/g, unicodeEscape)
+    forms.add(escaped)
+    forms.add(escaped.replace(/\\u[0-9a-f]{4}/g, (escape) => `\\u${escape.slice(2).toUpperCase()}`))
+    forms.add(encodeURIComponent(secret))
+  }
+  return [...forms]
+}
+
+function unicodeEscape(char: string): string {
+  return `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
 }
 
 /** `body` with every occurrence of each secret replaced by `[redacted]`; the same buffer when none occurs. */
@@ -56,4 +83,31 @@ export function withoutEchoedSecretsInHeaders(headers: HeaderMap, secrets: reado
       }
     }
   }
+}
+
+/** The warn line for an answer whose body searchedAnswerBody could not search. */
+export const UNSEARCHABLE_ANSWER = 'an error or redirect answer in a coding the gateway cannot read was sent without its body: it could not be searched for the gateway credential'
+
+/**
+ * An answer's body to send with the secrets cut out, searched decoded when
+ * it came compressed (content-coding.ts): sent decoded, its
+ * `Content-Encoding` dropped from `headers`, only when something was cut.
+ * Null when it cannot be decoded (a coding never offered, broken bytes, more
+ * than `limitBytes` decoded), so cannot be searched: the caller sends the
+ * status alone (`headers` then names no coding) and says so in a warn line.
+ */
+export function searchedAnswerBody(body: Buffer, headers: HeaderMap, secrets: readonly string[], limitBytes: number): Buffer | null {
+  if (secrets.length === 0) return body
+  const coding = headers['content-encoding']
+  const list = Array.isArray(coding) ? coding.join(', ') : coding
+  if (isIdentityCoding(list)) return withoutEchoedSecrets(body, secrets)
+  const decoded = decodedBody(body, list!, limitBytes)
+  if (decoded === null) {
+    delete headers['content-encoding']
+    return null
+  }
+  const scrubbed = withoutEchoedSecrets(decoded, secrets)
+  if (scrubbed === decoded) return body
+  delete headers['content-encoding']
+  return scrubbed
 }

@@ -19,8 +19,8 @@ import { responseClosed } from './client-departure.js'
 import type { KeyTicket } from '../state/store.js'
 import { upstreamAuthorization } from './upstream-auth.js'
 import { noteRefusedCredentials } from './refused-credentials.js'
-import { withoutEchoedSecrets, withoutEchoedSecretsInHeaders } from './credential-echo.js'
-import { decodableAcceptEncoding, decodedBody, isIdentityCoding } from './content-coding.js'
+import { searchedAnswerBody, UNSEARCHABLE_ANSWER, withoutEchoedSecretsInHeaders } from './credential-echo.js'
+import { decodableAcceptEncoding } from './content-coding.js'
 import { AnswerTooLargeError } from './upstream-call.js'
 
 export interface PlatformRequest {
@@ -118,30 +118,15 @@ async function sendSearchedAnswer(ctx: GatewayContext, request: FastifyRequest, 
   }
   const headers = responseHeadersFromUpstream(response.headers)
   withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
-  const sent = searchedBody(body, headers, upstream, ctx.config.server.answer_limit_bytes, request)
+  const searched = searchedAnswerBody(body, headers, upstream.echoableSecrets, ctx.config.server.answer_limit_bytes)
+  if (searched === null) request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, content_encoding: response.headers['content-encoding'] }, UNSEARCHABLE_ANSWER)
+  const sent = searched ?? NOTHING
   headers['content-length'] = String(sent.length)
   headers['x-request-id'] = request.facts.requestId
   reply.hijack()
   reply.raw.writeHead(response.statusCode, headers)
   reply.raw.end(sent)
   return reply
-}
-
-/** The body to send (see sendSearchedAnswer); drops `headers`' coding when the body sent is decoded. */
-function searchedBody(body: Buffer, headers: HeaderMap, upstream: Upstream, limitBytes: number, request: FastifyRequest): Buffer {
-  const coding = headers['content-encoding']
-  const list = Array.isArray(coding) ? coding.join(', ') : coding
-  if (isIdentityCoding(list)) return withoutEchoedSecrets(body, upstream.echoableSecrets)
-  const decoded = decodedBody(body, list!, limitBytes)
-  if (decoded === null) {
-    request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, content_encoding: list }, 'an error or redirect answer in a coding the gateway cannot read was sent without its body: it could not be searched for the gateway credential')
-    delete headers['content-encoding']
-    return NOTHING
-  }
-  const scrubbed = withoutEchoedSecrets(decoded, upstream.echoableSecrets)
-  if (scrubbed === decoded) return body
-  delete headers['content-encoding']
-  return scrubbed
 }
 
 /** A body read to its end, or AnswerTooLargeError past `limitBytes` (the body is then destroyed). */

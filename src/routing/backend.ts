@@ -5,6 +5,7 @@ import type { BackendSettings, ModelSettings } from '../config/resolve.js'
 import { INITIAL_HEALTH, isUsableWith, type HealthState, type SharedVerdict } from './health-state.js'
 import type { VllmLoad } from './vllm-load.js'
 import type { RefusalPace } from '../proxy/refused-credentials.js'
+import { echoForms } from '../proxy/credential-echo.js'
 
 export class Backend {
   readonly model: string
@@ -40,7 +41,7 @@ export class Backend {
     this.apiKey = settings.api_key === '' ? undefined : settings.api_key
     this.firstByteMs = model.timeouts.first_byte_ms
     this.idleMs = model.timeouts.idle_ms
-    this.echoableSecrets = this.apiKey === undefined ? [] : [this.apiKey]
+    this.echoableSecrets = this.apiKey === undefined ? [] : echoForms([this.apiKey])
     this.#prefix = new URL(settings.url).pathname.replace(/\/+$/, '')
     this.pool = new Pool(this.origin, {
       // One socket per admitted request (HTTP/1.1 has no multiplexing), plus

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { echoableSecrets, withoutEchoedSecrets, withoutEchoedSecretsInHeaders } from '../../src/proxy/credential-echo.js'
+import { echoableSecrets, echoForms, withoutEchoedSecrets, withoutEchoedSecretsInHeaders } from '../../src/proxy/credential-echo.js'
 
 describe('withoutEchoedSecrets', () => {
   it('replaces every occurrence of each secret, and leaves other bytes as they were', () => {
@@ -33,8 +33,24 @@ describe('withoutEchoedSecretsInHeaders', () => {
 describe('echoableSecrets', () => {
   it('a bearer token; a Basic password and its encoded pair; nothing for forward_client or no auth', () => {
     expect(echoableSecrets({ bearer: 'tok-123' })).toEqual(['tok-123'])
-    expect(echoableSecrets({ basic: { username: 'api', password: 'pw-456' } })).toEqual([Buffer.from('api:pw-456').toString('base64'), 'pw-456'])
+    const encoded = Buffer.from('api:pw-456').toString('base64')
+    expect(echoableSecrets({ basic: { username: 'api', password: 'pw-456' } })).toEqual([encoded, encodeURIComponent(encoded), 'pw-456'])
     expect(echoableSecrets({ forward_client: true })).toEqual([])
     expect(echoableSecrets(undefined)).toEqual([])
+  })
+})
+
+describe('echoForms', () => {
+  it('a secret with nothing to escape has one form', () => {
+    expect(echoForms(['tok-123_ABC.def~'])).toEqual(['tok-123_ABC.def~'])
+  })
+
+  it('adds the JSON, PHP, Java/.NET and percent-encoded forms, each once', () => {
+    expect(echoForms(['a/b+"é'])).toEqual(['a/b+"é', 'a/b+\\"é', 'a\\/b+\\"é', 'a/b\\u002b\\"\\u00e9', 'a/b\\u002B\\"\\u00E9', 'a%2Fb%2B%22%C3%A9'])
+  })
+
+  it('every form is found in a body: a JSON writer\'s output of the secret is cut whole', () => {
+    const body = Buffer.from('{"a":"k/+ü","b":"k\\/+ü","c":"k/\\u002b\\u00fc"}')
+    expect(withoutEchoedSecrets(body, echoForms(['k/+ü'])).toString()).toBe('{"a":"[redacted]","b":"[redacted]","c":"[redacted]"}')
   })
 })

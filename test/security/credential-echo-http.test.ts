@@ -16,10 +16,12 @@ import { exactRequest } from '../support/raw-http.js'
 import { GOOD_COMPLETION } from '../support/good-completion.js'
 
 const cleanups = trackedAfterEach()
-const key = makeKey('client', ['chat', 'training'])
+const key = makeKey('client', ['chat', 'training', 'checkpoints'])
 const API_KEY = 'sk-BACKEND-SECRET-1234'
 const TRAINING_TOKEN = 'TRAINING-SECRET-5678'
 const MODEL_ID = '3f1c2a8e-5b7d-4e2f-9a61-0c8d7e6b5a43'
+// A `/` and a `+`: JSON writers escape them (`\/` in PHP, `\u002B` in .NET), and a search for the bytes alone missed those.
+const CHECKPOINTS_TOKEN = 'ckpt/TOKEN+9012'
 
 /** Answers every request 401, quoting the Authorization header it received. */
 async function echoingUpstream(): Promise<string> {
@@ -37,7 +39,7 @@ async function gatewayFor(url: string): Promise<TestGateway> {
   return cleanups.gateway({
     auth: { keys: [key.entry] },
     models: [{ name: 'm', retries: 0, health: { unhealthy_after: 10 }, backends: [{ url, name: 'b', api_key: API_KEY }] }],
-    upstreams: { training: { url, auth: { bearer: TRAINING_TOKEN } } },
+    upstreams: { training: { url, auth: { bearer: TRAINING_TOKEN } }, checkpoints: { url, auth: { bearer: CHECKPOINTS_TOKEN } } },
   })
 }
 
@@ -184,5 +186,46 @@ describe('a redirect or a success that quotes the gateway credential', () => {
     expect(answer.status).toBe(307)
     expect(answer.headers.location).not.toContain(API_KEY)
     expect(answer.text).toBe('quoted: Bearer [redacted]')
+  })
+})
+
+/** Answers every request 401 with `body(authorization)` as its body, gzipped when `gzip`, and the Authorization in `x-echo`. */
+async function writingUpstream(body: (authorization: string) => string, gzip = false): Promise<string> {
+  const server = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      const auth = req.headers.authorization ?? ''
+      const bytes = gzip ? gzipSync(body(auth)) : Buffer.from(body(auth))
+      res.writeHead(401, { 'x-echo': auth, 'content-length': bytes.length, ...(gzip ? { 'content-encoding': 'gzip' } : {}) })
+      res.end(req.method === 'HEAD' ? undefined : bytes)
+    })
+  })
+  return listenForTest(server, cleanups)
+}
+
+const checkpointsPath = `/v1/preview/models/${MODEL_ID}/checkpoints`
+
+// Regressions (session 23 auth review).
+describe('an error answer that quotes the gateway credential in another form or way', () => {
+  it('HEAD: the answer\'s headers have the token replaced (HEAD skipped the search)', async () => {
+    const gw = await gatewayFor(await writingUpstream(() => ''))
+    const answer = await exactRequest(gw.url, { method: 'HEAD', path: checkpointsPath, headers: { authorization: `Bearer ${key.token}` }, timeoutMs: 5000 })
+    expect(answer.status).toBe(401)
+    expect(answer.headers['x-echo']).toBe('Bearer [redacted]')
+  })
+
+  it('JSON-escaped as PHP (`\\/`) and .NET (`\\u002B`) write it: replaced', async () => {
+    const gw = await gatewayFor(await writingUpstream((auth) => `{"php":"${auth.replaceAll('/', '\\/')}","dotnet":"${auth.replaceAll('+', '\\u002B')}"}`))
+    const answer = await exactRequest(gw.url, { method: 'GET', path: checkpointsPath, headers: { authorization: `Bearer ${key.token}` }, timeoutMs: 5000 })
+    expect(answer.status).toBe(401)
+    expect(answer.text).toBe('{"php":"Bearer [redacted]","dotnet":"Bearer [redacted]"}')
+  })
+
+  it('chat: a backend that gzips its 401 though asked for identity: sent decoded, the api_key replaced', async () => {
+    const gw = await gatewayFor(await writingUpstream((auth) => `{"error":{"message":"Incorrect API key provided: ${auth}"}}`, true))
+    const answer = await post(gw, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    expect(answer.status).toBe(401)
+    expect(answer.headers['content-encoding']).toBeUndefined()
+    expect(answer.text).toBe('{"error":{"message":"Incorrect API key provided: Bearer [redacted]"}}')
   })
 })
