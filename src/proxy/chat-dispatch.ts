@@ -55,8 +55,13 @@ export interface ChatDispatch {
    * request ends before an answer).
    */
   readonly onCall: (call: UpstreamCall, at: { readonly backend: Backend; readonly retries: number; readonly queueWaitMs: number }) => void
+  /**
+   * A failed attempt. A success is the caller's to report, once the answer
+   * is whole: reported at the head, it cleared the failure count of a backend
+   * whose every answer broke after its head (each broken answer counted one,
+   * each next head reset it), and the backend was never taken out.
+   */
   readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void
-  readonly onSuccess: (backend: Backend) => void
 }
 
 export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
@@ -106,7 +111,6 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       continue
     }
     if (response.statusCode >= 500) job.onFailure(backend, 'status_5xx')
-    else job.onSuccess(backend)
     let next: SlotLease | null
     try {
       next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null

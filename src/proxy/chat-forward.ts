@@ -24,6 +24,7 @@ import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
 import { closeIfUnread } from './stalled-reader.js'
 import { noteRefusedCredentials } from './refused-credentials.js'
 import { searchedAnswerBody, UNSEARCHABLE_ANSWER, withoutEchoedSecretsInHeaders } from './credential-echo.js'
+import { codingList, isIdentityCoding } from './content-coding.js'
 
 export interface ChatForward {
   readonly route: ModelRoute
@@ -73,7 +74,6 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason: outcome })
         ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome))
       },
-      onSuccess: (backend) => ctx.monitor.reportSuccess(backend),
     })
   } catch (error) {
     job.ticket.release()
@@ -89,6 +89,14 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   withoutEchoedSecretsInHeaders(responseHeaders, answer.backend.echoableSecrets)
 
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
+    // Asked for identity and compressed anyway: the relay would splice compressed bytes, and the
+    // client got a gzip label over the gateway's own plain error event. Not a stream it can pass on.
+    if (!isIdentityCoding(codingList(answer.headers['content-encoding']))) {
+      answer.call.drop()
+      settle(null)
+      reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
+      throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
+    }
     relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
     return reply
   }
@@ -110,6 +118,8 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   }
   if (answer.statusCode !== 200) {
     settle(null)
+    // Whole: a 4xx is the client's answer from a working backend (a 5xx was counted against it).
+    if (answer.statusCode < 500) ctx.monitor.reportSuccess(answer.backend)
     // An error answer may quote the api_key the backend refused: never the client's to see.
     const searched = searchedAnswerBody(body, responseHeaders, answer.backend.echoableSecrets, ctx.config.server.answer_limit_bytes)
     if (searched === null) request.log.warn({ request_id: job.requestId, model: job.route.name, backend: answer.backend.name, content_encoding: answer.headers['content-encoding'] }, UNSEARCHABLE_ANSWER)
@@ -122,6 +132,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
     throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
   }
+  ctx.monitor.reportSuccess(answer.backend)
   return sendAnswer(reply, answer.statusCode, responseHeaders, body, job.route.settings.timeouts.idle_ms)
 }
 

@@ -16,6 +16,7 @@ import type { ChatForward } from './chat-forward.js'
 import type { ErrorEvent } from './error-event.js'
 import type { HeaderMap } from './headers.js'
 import { SseRelay } from './sse-relay.js'
+import { closeIfUnread } from './stalled-reader.js'
 import type { TokenUsage } from './stream-usage.js'
 import { estimatedStreamUsage } from './usage-estimate.js'
 
@@ -62,10 +63,19 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
     answer.call.resume()
   })
   res.on('close', () => clearTimeout(stalled))
-  const letGoOfStalledClient = (): void => {
+  const noteStalledClient = (): void => {
     request.log.info({ request_id: request.facts.requestId, idle_ms: job.route.settings.timeouts.idle_ms }, 'client read nothing of its stream for idle_ms: connection closed')
+  }
+  const letGoOfStalledClient = (): void => {
+    noteStalledClient()
     answer.call.abort(new Error('The client stopped reading.'))
     res.destroy()
+  }
+  // The stream's last bytes may wait behind a client reading nothing: its slot is freed at the
+  // response's close, so a client that stays connected without reading is let go of as above.
+  const end = (last: Buffer | null): void => {
+    res.end(last ?? undefined)
+    closeIfUnread(res, job.route.settings.timeouts.idle_ms, noteStalledClient)
   }
   // What the answer is charged: its reported usage, else an estimate; nothing when none of it reached the
   // client (a 502/504, or a client gone before the first event), as for a failure before the headers.
@@ -90,7 +100,8 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
         return false
       }
       // [DONE]: the client's answer ends now, whether or not the backend ends its own.
-      res.end(out ?? undefined)
+      ctx.monitor.reportSuccess(answer.backend)
+      end(out)
       lingering = setTimeout(letGoOfLingering, AFTER_DONE_GRACE_MS)
       return true
     },
@@ -98,9 +109,13 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
       clearTimeout(lingering)
       if (res.writableEnded) return
       const rest = relay.end()
-      if (rest !== null) open()
+      // An unfinished last event is dropped with the failure: it opens nothing.
+      if (rest !== null && relay.complete) open()
       settle(usage())
-      if (relay.complete) res.end(rest ?? undefined)
+      if (relay.complete) {
+        ctx.monitor.reportSuccess(answer.backend)
+        end(rest)
+      }
       else breakOff('bad_response', undefined, 'backend ended its stream without [DONE]')
     },
     error: (error) => {
@@ -144,7 +159,7 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
   function endWith(failure: GatewayError): void {
     request.facts.errorCode = failure.code
     if (opened) {
-      res.end(relay.failure(failure.toBody()))
+      end(relay.failure(failure.toBody()))
       return
     }
     opened = true

@@ -24,6 +24,11 @@ export function holdsOnly(list: string, coding: string): boolean {
   })
 }
 
+/** A `Content-Encoding` header's codings as one list (Node gives a repeated header as an array). */
+export function codingList(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' || value === undefined ? value : value.join(', ')
+}
+
 /** A `Content-Encoding` with nothing but identity in it, or none at all. */
 export function isIdentityCoding(list: string | undefined): boolean {
   return list === undefined || holdsOnly(list, 'identity')

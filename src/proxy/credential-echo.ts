@@ -7,7 +7,7 @@
  */
 import type { UpstreamAuthSettings } from '../config/schema.js'
 import type { HeaderMap } from './headers.js'
-import { decodedBody, isIdentityCoding } from './content-coding.js'
+import { codingList, decodedBody, isIdentityCoding } from './content-coding.js'
 
 const REDACTED_TEXT = '[redacted]'
 export const REDACTED = Buffer.from(REDACTED_TEXT)
@@ -98,8 +98,7 @@ export const UNSEARCHABLE_ANSWER = 'an error or redirect answer in a coding the 
  */
 export function searchedAnswerBody(body: Buffer, headers: HeaderMap, secrets: readonly string[], limitBytes: number): Buffer | null {
   if (secrets.length === 0) return body
-  const coding = headers['content-encoding']
-  const list = Array.isArray(coding) ? coding.join(', ') : coding
+  const list = codingList(headers['content-encoding'])
   if (isIdentityCoding(list)) return withoutEchoedSecrets(body, secrets)
   const decoded = decodedBody(body, list!, limitBytes)
   if (decoded === null) {

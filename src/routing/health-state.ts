@@ -5,12 +5,13 @@
  *   consecutive failures mark it down (the first failure, for a backend
  *   never shown healthy); one success marks it up again and ends any
  *   ejection (DESIGN.md: "healthy again after one successful health check");
- * - real traffic (passive): a connect failure ejects it at once; 5xx answers
- *   and timeouts eject it after `unhealthy_after` in a row. An ejection lasts
- *   a cool-down that doubles with each ejection in a row (interval × 2^k,
- *   capped at 64 intervals), so a backend that keeps failing real traffic
- *   between passing checks is tried less and less often; a success on real
- *   traffic forgets the count. Failures reported while already ejected (the
+ * - real traffic (passive): a connect failure ejects it at once; 5xx answers,
+ *   timeouts and answers broken after their head eject it after
+ *   `unhealthy_after` in a row. An ejection lasts a cool-down that doubles
+ *   with each ejection in a row (interval × 2^k, capped at 64 intervals)
+ *   unless a passing check ends it first, so the doubling holds back only a
+ *   backend whose checks fail too; a success on real traffic (a whole
+ *   answer) forgets the count. Failures reported while already ejected (the
  *   other requests that were in flight when it broke) are one incident, not
  *   new ejections.
  *

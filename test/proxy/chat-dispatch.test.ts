@@ -60,7 +60,6 @@ describe('dispatchChat, a 503 whose retry cannot be admitted', () => {
       signal: new ClientDeparture(),
       onCall: () => undefined,
       onFailure: () => undefined,
-      onSuccess: () => undefined,
     })
 
     await expect(dispatched).rejects.toThrow('unexpected reply from the slot store')

@@ -13,10 +13,11 @@
  * each event back until the backend's next bytes, and lost the last event
  * before a mid-stream failure (src/proxy/sse-events.ts takeEndedAtCR).
  */
-import { once } from 'node:events'
+import { EventEmitter, once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import { connect } from 'node:net'
-import { describe, expect, it } from 'vitest'
+import { gzipSync } from 'node:zlib'
+import { connect, Server, type AddressInfo, type Socket } from 'node:net'
+import { describe, expect, it, vi } from 'vitest'
 import { SseRelay } from '../../src/proxy/sse-relay.js'
 import { makeKey, type TestGateway } from '../support/gateway.js'
 import { trackedAfterEach } from '../support/tracked.js'
@@ -249,9 +250,17 @@ describe('a backend that dies mid-stream', () => {
 })
 
 // Until 2026-11-28 this was a 200 holding only the error event: the head went out before any event did.
-describe('a backend that dies after its headers, before any event', () => {
-  it('the connection closes: nothing reached the client, so the failure is its answer (502 upstream_bad_response); slot freed', async () => {
-    const b = await backend((res) => void res.socket!.end(CHUNKED_HEAD))
+// The half event ended cleanly was one still (session 23 stream review): the head went out for its bytes, then dropped.
+// A gzipped stream (asked for identity) went out under its gzip label holding the gateway's plain error event.
+describe('a backend whose stream fails after its headers, before any event', () => {
+  const CASES: readonly { readonly name: string; readonly answer: Answer }[] = [
+    { name: 'the connection closes', answer: (res) => void res.socket!.end(CHUNKED_HEAD) },
+    { name: 'half an event, then the stream ends cleanly', answer: (res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end('data: {"id":"x","choi') },
+    { name: 'a whole stream, gzipped though identity was asked for', answer: (res) => res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' }).end(gzipSync(`${FIRST_EVENT}data: [DONE]\n\n`)) },
+  ]
+
+  it.each(CASES)('$name: nothing reached the client, so the failure is its answer (502 upstream_bad_response); slot freed', async ({ answer }) => {
+    const b = await backend(answer)
     const gw = await gateway(b.url)
 
     const raw = await post(gw, { stream: true })
@@ -493,6 +502,43 @@ describe('a client that stops reading its stream and stays connected', () => {
     await b.closed()
     await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { model: 'm', status: '499' })) === 1, 'the request logged as 499', 2000)
     expect(gw.logLines().some((line) => line.msg === 'client read nothing of its stream for idle_ms: connection closed')).toBe(true)
+    await expectSlotFree(gw, b)
+  })
+})
+
+/**
+ * The next connection the gateway at `url` accepts hands its bytes to a socket that never takes
+ * them: they stay in Node's buffer, as when a client reading nothing has filled the kernel's (a few
+ * MB on loopback, too uncertain a size to aim a stream's last bytes at).
+ */
+function stallNextAcceptedConnection(url: string): void {
+  const port = Number(new URL(url).port)
+  const emit = EventEmitter.prototype.emit
+  const never = (): void => undefined
+  const spy = vi.spyOn(Server.prototype, 'emit').mockImplementation(function (this: Server, event: string | symbol, ...args: unknown[]) {
+    if (event === 'connection' && (this.address() as AddressInfo | null)?.port === port) {
+      Object.assign(args[0] as Socket, { _write: never, _writev: never })
+      spy.mockRestore()
+    }
+    return emit.call(this, event, ...args)
+  })
+  cleanups.push(() => spy.mockRestore())
+}
+
+describe('a client that reads nothing of a stream whose end the gateway holds', () => {
+  // Regression (session 23 stream review): the stalled-client timer was armed only by a write
+  // refused before [DONE]; the end's bytes, stuck behind a client reading nothing, held the slot
+  // (and the key's share) for as long as the client stayed connected.
+  it('is let go of after idle_ms without progress, and the slot freed', async () => {
+    const b = await backend((res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`data: ${contentChunk('Hi', false)}\n\ndata: [DONE]\n\n`))
+    const gw = await gateway(b.url, { timeouts: { idle_ms: 300 } })
+    stallNextAcceptedConnection(gw.url)
+
+    const socket = nonReadingClient(gw)
+
+    await until(() => gw.logLines().some((line) => line.msg === 'client read nothing of its stream for idle_ms: connection closed'), 'the connection let go of', 5000)
+    socket.resume()
+    await once(socket, 'close')
     await expectSlotFree(gw, b)
   })
 })

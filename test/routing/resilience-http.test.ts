@@ -243,6 +243,25 @@ describe('a non-stream answer that breaks halfway', () => {
   })
 })
 
+// Regression (session 23 failover review): a success was reported at each answer's head, so every
+// broken answer counted one failure and the next head reset the count: the backend was never taken out.
+describe('a backend whose every answer breaks after it started', () => {
+  it.each([{ stream: true }, { stream: false }])('stream $stream: out after unhealthy_after such answers in a row, as for 5xx', async ({ stream }) => {
+    const backend = await cleanups.standIn({ tokens: 10, fail: 'close_mid_stream' })
+    // Checks far apart: only passive failures can take the backend out before the test ends.
+    const gw = await gateway({ retries: 0, health: { interval_ms: 60_000, unhealthy_after: 2 }, backends: [{ url: backend.url, name: 'b0' }] })
+    const up = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b0' })
+    expect(await pollUntil(async () => (await up()) === 1, 500)).not.toBeNull()
+
+    await post(gw, { stream })
+    expect(await up()).toBe(1)
+    await post(gw, { stream })
+
+    expect(await up()).toBe(0)
+    expect((await post(gw, { stream })).status).toBe(503)
+  })
+})
+
 describe('idle timeout', () => {
   it('ends a stream whose backend goes silent with an upstream_timeout error event and [DONE]', async () => {
     const chunk = (delta: Record<string, unknown>) =>
