@@ -25,6 +25,17 @@ export function generationPeers(self: () => Generation | null, live: () => reado
       for (const other of live()) if (other !== self()) count += other.context.state.keys.running?.(keyId) ?? 0
       return count
     },
+    limit(model, backend, url) {
+      const serving = live()[0]
+      if (serving === undefined || serving === self()) return null
+      return servesBackend(serving, model, backend, url) ? (serving.config.models.find((m) => m.name === model)?.max_concurrency_per_backend ?? null) : null
+    },
+    headAhead(model, rank) {
+      for (const other of live()) {
+        if (other !== self() && other.context.state.slots.get(model)?.headAhead?.(rank) === true) return true
+      }
+      return false
+    },
   }
 }
 

@@ -107,6 +107,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger, overri
     old.retire()
     retiring.add(old)
     live = [current, ...retiring]
+    // The retiring generations' waiters now run under the new limits (generation-peers.ts): a raised one has room for them now.
+    for (const generation of retiring) for (const slots of generation.context.state.slots.values()) slots.wake()
     void old
       .idle()
       .then(() => old.close())

@@ -20,9 +20,26 @@ export function decideArrival<T extends QueueEntry>(size: number, maxSize: numbe
   return { kind: 'evict-and-queue', evicted: worst }
 }
 
-/** Which backends can take one more request now. */
-export function backendsWithRoom<B>(backends: readonly B[], inFlight: (backend: B) => number, usable: (backend: B) => boolean, slotsPerBackend: number): B[] {
-  return backends.filter((b) => usable(b) && inFlight(b) < slotsPerBackend)
+/** Which backends can take one more request now: usable, and fewer in flight than `limit` says. */
+export function backendsWithRoom<B>(backends: readonly B[], inFlight: (backend: B) => number, usable: (backend: B) => boolean, limit: (backend: B) => number): B[] {
+  return backends.filter((b) => usable(b) && inFlight(b) < limit(b))
+}
+
+/** A waiter as another queue of the same model sees it. */
+export interface WaiterRank {
+  readonly priority: number
+  readonly arrivedAt: number
+}
+
+/**
+ * Whether a waiter of one queue comes before one of another queue of the
+ * same model (a reload's two generations each keep one): lower priority,
+ * then earlier arrival, as within a queue (DESIGN.md chat path step 2).
+ * Arrivals in the same millisecond: neither, so each queue serves its own
+ * and neither waits for the other.
+ */
+export function comesBefore(a: WaiterRank, b: WaiterRank): boolean {
+  return a.priority !== b.priority ? a.priority < b.priority : a.arrivedAt < b.arrivedAt
 }
 
 /** `Retry-After` in whole seconds, at least 1: a client told "0" would retry at once. */

@@ -3,7 +3,7 @@
  * to the head of the queue synchronously, in the same tick (no polling).
  */
 import type { Clock } from '../context.js'
-import { backendsWithRoom, decideArrival, remainingWaitMs } from '../scheduling/admission.js'
+import { backendsWithRoom, comesBefore, decideArrival, remainingWaitMs, type WaiterRank } from '../scheduling/admission.js'
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
 import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import { observedLease } from './observed-lease.js'
@@ -39,7 +39,8 @@ export class MemoryModelSlots implements ModelSlots {
     if (this.#closed) return Promise.reject(this.#refusal('shutting_down'))
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
     const arrivedAt = request.arrivedAt ?? this.#clock.now()
-    if (this.#queue.size === 0) {
+    const behindPeer = this.#peerAhead(request.priority, arrivedAt)
+    if (this.#queue.size === 0 && !behindPeer) {
       try {
         const lease = this.#grantNow(request.choose, NO_EXCLUSIONS, arrivedAt)
         if (lease !== null) return Promise.resolve(lease)
@@ -47,7 +48,11 @@ export class MemoryModelSlots implements ModelSlots {
         return Promise.reject(error)
       }
     }
-    return new Promise<SlotLease>((resolve, reject) => this.#enqueue(request, arrivedAt, resolve, reject))
+    return new Promise<SlotLease>((resolve, reject) => {
+      this.#enqueue(request, arrivedAt, resolve, reject)
+      // Queued behind another generation's waiter: it takes its slot, and what room it leaves is this queue's.
+      if (behindPeer) this.#serveQueue()
+    })
   }
 
   async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
@@ -57,6 +62,11 @@ export class MemoryModelSlots implements ModelSlots {
 
   wake(): void {
     this.#serveQueue()
+  }
+
+  headAhead(rank: WaiterRank): boolean {
+    const head = this.#queue.peek()
+    return head !== undefined && comesBefore(head, rank) && this.#room(NO_EXCLUSIONS).length > 0
   }
 
   queueDepth(): number {
@@ -122,9 +132,18 @@ export class MemoryModelSlots implements ModelSlots {
     waiter.reject(error)
   }
 
-  /** Grants to the queue's head while there is room; a head whose grant throws fails with the error, and the next one tries. */
+  /**
+   * Grants to the queue's head while there is room; a head whose grant throws fails with the error, and the next one tries.
+   * A head another generation's waiter comes before lets that one be served first (it takes its slot or leaves its queue).
+   */
   #serveQueue(): void {
     for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
+      if (this.#peerAhead(head.priority, head.arrivedAt)) {
+        this.#settings.onFreed?.()
+        // No progress there (its grant found no room after all): this head waits for the next release.
+        if (this.#queue.peek() === head && this.#peerAhead(head.priority, head.arrivedAt)) return
+        continue
+      }
       let lease: SlotLease | null
       try {
         lease = this.#grantNow(head.request.choose, NO_EXCLUSIONS, head.arrivedAt)
@@ -141,10 +160,19 @@ export class MemoryModelSlots implements ModelSlots {
     }
   }
 
-  #grantNow(choose: SlotRequest['choose'], exclude: ReadonlySet<string>, arrivedAt: number, retry = false): SlotLease | null {
-    const { backends, slotsPerBackend, usable, model, elsewhere } = this.#settings
+  #peerAhead(priority: number, arrivedAt: number): boolean {
+    return this.#settings.peerAhead?.({ priority, arrivedAt }) ?? false
+  }
+
+  #room(exclude: ReadonlySet<string>): string[] {
+    const { backends, slotsPerBackend, usable, elsewhere, limit } = this.#settings
     const taken = (b: string) => this.inFlight(b) + (elsewhere?.(b) ?? 0)
-    const room = backendsWithRoom(backends, taken, (b) => usable(b) && !exclude.has(b), slotsPerBackend)
+    return backendsWithRoom(backends, taken, (b) => usable(b) && !exclude.has(b), limit ?? (() => slotsPerBackend))
+  }
+
+  #grantNow(choose: SlotRequest['choose'], exclude: ReadonlySet<string>, arrivedAt: number, retry = false): SlotLease | null {
+    const { model } = this.#settings
+    const room = this.#room(exclude)
     if (room.length === 0) return null
     const backend = choose(room)
     this.#inFlight.set(backend, this.inFlight(backend) + 1)

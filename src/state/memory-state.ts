@@ -23,14 +23,18 @@ export function modelSlotSettings(model: GatewayConfig['models'][number], usable
 /**
  * A model's local slots as the other generations' requests concern them
  * (after a reload): their requests on the same backend count against its
- * slots, and a slot freed here with no taker is offered to them. `ownHeld`:
+ * slots, a slot freed here with no taker is offered to them, the serving
+ * generation's limit holds, and the queues are served as one. `ownHeld`:
  * requests this replica runs under another store's leases (Redis mode's).
  */
-export function peerCounted(model: GatewayConfig['models'][number], peers: SlotPeers, ownHeld: (backend: string) => number = () => 0): Pick<ModelSlotSettings, 'elsewhere' | 'onFreed'> {
+export function peerCounted(model: GatewayConfig['models'][number], peers: SlotPeers, ownHeld: (backend: string) => number = () => 0): Pick<ModelSlotSettings, 'elsewhere' | 'onFreed' | 'limit' | 'peerAhead'> {
   const urls = new Map(model.backends.map((b) => [b.name, b.url]))
+  const own = model.max_concurrency_per_backend
   return {
     elsewhere: (backend) => ownHeld(backend) + peers.held(model.name, backend, urls.get(backend) ?? ''),
     onFreed: () => peers.freed(model.name),
+    limit: (backend) => peers.limit(model.name, backend, urls.get(backend) ?? '') ?? own,
+    peerAhead: (rank) => peers.headAhead(model.name, rank),
   }
 }
 

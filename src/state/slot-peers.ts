@@ -7,6 +7,8 @@
  * and URL), and a slot one of them frees without a taker in its own queue
  * is offered to the others' queues.
  */
+import type { WaiterRank } from '../scheduling/admission.js'
+
 export interface SlotPeers {
   /** Requests the other states run on this backend right now. */
   held(model: string, backend: string, url: string): number
@@ -14,7 +16,21 @@ export interface SlotPeers {
   freed(model: string): void
   /** Requests of key `keyId` the other states run right now (Redis mode's local fallback counts them). */
   keyHeld(keyId: string): number
+  /**
+   * The backend's `max_concurrency_per_backend` in the serving generation's
+   * configuration, when that is another state's and serves the same backend;
+   * null otherwise. A retiring generation's waiters run under the limit the
+   * operator just set: under their own, a raised limit left them waiting for
+   * the backend to go idle while new arrivals took every slot.
+   */
+  limit(model: string, backend: string, url: string): number | null
+  /**
+   * Whether another state's next waiter for `model` comes before `rank` and
+   * could be admitted now: the two queues of a reload are served as one, in
+   * priority then arrival order, rather than the new one first.
+   */
+  headAhead(model: string, rank: WaiterRank): boolean
 }
 
 /** A state alone in its process (tests, benchmarks, the first generation before any reload). */
-export const NO_PEERS: SlotPeers = { held: () => 0, freed: () => undefined, keyHeld: () => 0 }
+export const NO_PEERS: SlotPeers = { held: () => 0, freed: () => undefined, keyHeld: () => 0, limit: () => null, headAhead: () => false }

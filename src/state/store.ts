@@ -11,6 +11,7 @@
 import type { KeyLimitSettings } from '../config/schema.js'
 import type { HealthBoard } from './health-board.js'
 import type { BodyBudget } from '../scheduling/queued-bodies.js'
+import type { WaiterRank } from '../scheduling/admission.js'
 
 export type SlotRejection = 'queue_full' | 'queue_timeout' | 'shutting_down'
 export type KeyRejection = 'rate_limit_requests' | 'rate_limit_tokens' | 'concurrency'
@@ -69,6 +70,8 @@ export interface ModelSlots {
   tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null>
   /** Re-examines the queue, e.g. after a backend became usable again. */
   wake(): void
+  /** Whether this store's next waiter comes before `rank` and could be admitted now (see ModelSlotSettings.peerAhead). [never] */
+  headAhead?(rank: WaiterRank): boolean
   queueDepth(): number
   /** Requests this store admitted that are on `backend` now (the in-flight gauge). */
   inFlight(backend: string): number
@@ -155,6 +158,14 @@ export interface ModelSlotSettings {
   readonly elsewhere?: (backend: string) => number
   /** Called when a slot was freed and this queue served: another store may have a taker. [none] */
   readonly onFreed?: () => void
+  /**
+   * The backend's concurrency limit when another store's configuration says
+   * it (a reload's serving generation, for the retiring one's waiters).
+   * [slotsPerBackend]
+   */
+  readonly limit?: (backend: string) => number
+  /** Whether another store's waiter comes before this rank and could be admitted now (admission.ts comesBefore). [never] */
+  readonly peerAhead?: (rank: WaiterRank) => boolean
   /** The bodies of waiting requests, counted with every other model's (queued-bodies.ts). [not counted] */
   readonly bodyBudget?: BodyBudget
 }

@@ -489,6 +489,36 @@ describe('a reload', () => {
   })
 })
 
+// Regression (session 23 queue review): the old configuration judged its waiters by its own limit of 1,
+// counting the new one's requests, and the new one admitted its arrivals first: the waiters of before a
+// reload that raised the limit ran only when the backend went idle, and timed out while others were served.
+describe('a reload that raises max_concurrency_per_backend with requests waiting', () => {
+  it('gives the new slots to the waiters at once, and serves both configurations\' queues as one, in priority order', async () => {
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
+    // Checks far apart: a check's wake of the queues would hide a reload that wakes nothing.
+    const model = { name: 'm', served_name: 'stand-in-model', priority_scheduling: true, max_concurrency_per_backend: 1, queue: { max_wait_ms: 60_000 }, health: { interval_ms: 60_000 }, backends: [{ url: backend.url, name: 'b1' }] }
+    const settings = { server: { port: 0, shutdown_grace_ms: 1000 }, auth: { keys: [key.entry] }, models: [model] }
+    const gw = await cleanups.gateway(settings)
+    const firstHeld = nextEvents(backend, 'held', 1)
+    const held = send(gw, 'held')
+    await firstHeld
+    const waiting = [send(gw, 'w1', { priority: -5 }), send(gw, 'w2', { priority: -5 })]
+    await untilQueueDepth(gw, 2)
+
+    const waitersRun = nextEvents(backend, 'held', 2)
+    await gw.reload(configFrom({ ...settings, models: [{ ...model, max_concurrency_per_backend: 3 }] }))
+    expect((await waitersRun).map(markerOf).sort()).toEqual(['w1', 'w2'])
+
+    // Three in flight: the new configuration's arrivals wait, the better one first.
+    const later = [send(gw, 'n1', { priority: 5 }), send(gw, 'n2', { priority: -10 })]
+    await untilQueueDepth(gw, 2)
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('n2')
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('n1')
+    backend.releaseHeld(3)
+    expect((await Promise.all([held, ...waiting, ...later])).map((r) => r.status)).toEqual([200, 200, 200, 200, 200])
+  })
+})
+
 describe('shutdown', () => {
   it('answers queued requests 503 at once and lets the in-flight one finish', async () => {
     const backend = await cleanups.standIn({ hold: true, tokens: 2 })

@@ -51,21 +51,21 @@ describe('backendsWithRoom', () => {
   const load: Record<string, number> = { a: 0, b: 2, c: 1, d: 3 }
 
   it('keeps usable backends below the slot count, in their configured order', () => {
-    expect(backendsWithRoom(backends, (b) => load[b]!, () => true, 2)).toEqual(['a', 'c'])
+    expect(backendsWithRoom(backends, (b) => load[b]!, () => true, () => 2)).toEqual(['a', 'c'])
   })
 
   it('drops unusable backends even when they have room', () => {
-    expect(backendsWithRoom(backends, (b) => load[b]!, (b) => b !== 'a', 2)).toEqual(['c'])
+    expect(backendsWithRoom(backends, (b) => load[b]!, (b) => b !== 'a', () => 2)).toEqual(['c'])
   })
 
   it('is empty when every backend is full or unusable', () => {
-    expect(backendsWithRoom(backends, (b) => load[b]!, () => true, 1)).toEqual(['a'])
-    expect(backendsWithRoom(backends, (b) => load[b]!, (b) => b !== 'a', 1)).toEqual([])
-    expect(backendsWithRoom([], () => 0, () => true, 5)).toEqual([])
+    expect(backendsWithRoom(backends, (b) => load[b]!, () => true, () => 1)).toEqual(['a'])
+    expect(backendsWithRoom(backends, (b) => load[b]!, (b) => b !== 'a', () => 1)).toEqual([])
+    expect(backendsWithRoom([], () => 0, () => true, () => 5)).toEqual([])
   })
 
   it('treats a backend over its slots (after a smaller limit) as full', () => {
-    expect(backendsWithRoom(['x'], () => 9, () => true, 4)).toEqual([])
+    expect(backendsWithRoom(['x'], () => 9, () => true, () => 4)).toEqual([])
   })
 })
 

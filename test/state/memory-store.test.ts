@@ -139,6 +139,8 @@ describe('buildMemoryState', () => {
       held: (model, backend) => states[1 - self]!.slots.get(model)!.inFlight(backend),
       freed: (model) => states[1 - self]!.slots.get(model)!.wake(),
       keyHeld: () => 0,
+      limit: () => null,
+      headAhead: (model, rank) => states[1 - self]!.slots.get(model)!.headAhead?.(rank) ?? false,
     })
     states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(0)))
     states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(1)))
@@ -168,6 +170,74 @@ describe('buildMemoryState', () => {
     await expect(state.keys.admit('k', { max_concurrency: 1 })).rejects.toMatchObject({ reason: 'concurrency' })
     ticket.release()
     state.close()
+  })
+})
+
+/**
+ * A reload's two generations of one model on one backend, wired as generation-peers.ts wires them:
+ * each counts the other's leases, wakes it when it frees a slot, and asks it who comes first.
+ * `servingLimit`: the limit of the serving (fresh) generation, which the retiring one follows.
+ */
+function twoGenerations(oldLimit: number, servingLimit: number): { old: MemoryModelSlots; fresh: MemoryModelSlots } {
+  const clock = { now: () => 0 }
+  const pair: MemoryModelSlots[] = []
+  const settings = (self: number, limit: number) => ({
+    model: 'm',
+    backends: ['a'],
+    slotsPerBackend: limit,
+    maxQueue: 10,
+    maxWaitMs: 60_000,
+    usable: () => true,
+    elsewhere: (backend: string) => pair[1 - self]!.inFlight(backend),
+    onFreed: () => pair[1 - self]!.wake(),
+    peerAhead: (rank: { priority: number; arrivedAt: number }) => pair[1 - self]!.headAhead(rank),
+    ...(self === 0 ? { limit: () => servingLimit } : {}),
+  })
+  pair.push(new MemoryModelSlots(settings(0, oldLimit), clock, new RecordingObserver()))
+  pair.push(new MemoryModelSlots(settings(1, servingLimit), clock, new RecordingObserver()))
+  return { old: pair[0]!, fresh: pair[1]! }
+}
+
+/** Asks `slots` for a slot as `name`, with its priority and arrival time; `granted` records the order. */
+function ask(slots: ModelSlots, name: string, priority: number, arrivedAt: number, granted: string[]) {
+  const choose = (names: readonly string[]) => names[0]!
+  return slots.acquire({ priority, arrivedAt, signal: new AbortController().signal, choose }).then((lease) => (granted.push(name), lease))
+}
+
+// Regression (session 23 queue review): each generation served its own queue first, so after a
+// reload a request of priority -10 ran after two of priority 5, and a raised limit let new
+// arrivals take every slot while the waiters of before the reload timed out.
+describe('two generations of one model after a reload', () => {
+  it('are served as one queue: priority first, then arrival, whichever generation a waiter is in', async () => {
+    const { old, fresh } = twoGenerations(1, 1)
+    const granted: string[] = []
+    const held = await ask(old, 'held', 0, 0, granted)
+    const w1 = ask(old, 'w1', 5, 100, granted)
+    const n1 = ask(fresh, 'n1', 5, 200, granted)
+    const n2 = ask(fresh, 'n2', -10, 300, granted)
+    expect([old.queueDepth(), fresh.queueDepth()]).toEqual([1, 2])
+
+    held.release()
+    ;(await n2).release()
+    ;(await w1).release()
+    ;(await n1).release()
+    expect(granted).toEqual(['held', 'n2', 'w1', 'n1'])
+  })
+
+  it('the retiring generation\'s waiters run under the serving one\'s raised limit, before later arrivals of a worse priority', async () => {
+    const { old, fresh } = twoGenerations(1, 3)
+    const granted: string[] = []
+    await ask(old, 'held', 0, 0, granted)
+    const w1 = ask(old, 'w1', -5, 100, granted)
+    const w2 = ask(old, 'w2', -5, 110, granted)
+    // The reload: the serving generation's arrivals find the old waiters ahead of them.
+    const n1 = ask(fresh, 'n1', 5, 200, granted)
+    await Promise.all([w1, w2])
+    expect(granted).toEqual(['held', 'w1', 'w2'])
+    expect(fresh.queueDepth()).toBe(1)
+    ;(await w1).release()
+    await n1
+    expect(granted).toEqual(['held', 'w1', 'w2', 'n1'])
   })
 })
 
