@@ -62,6 +62,8 @@ export interface ChatDispatch {
    * each next head reset it), and the backend was never taken out.
    */
   readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void
+  /** A failed attempt is followed by another (its only trace but the metric; a last failure is the request's error). */
+  readonly onRetry: (backend: Backend, outcome: AttemptOutcome, error: unknown) => void
 }
 
 export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
@@ -107,6 +109,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       lease.release()
       const next = isRetryable(reason) ? await retryOn(tried, attempt, reason === 'connect') : null
       if (next === null) throw upstreamError(reason, `backend "${backend.name}"`, error)
+      job.onRetry(backend, reason, error)
       lease = next
       continue
     }
@@ -121,6 +124,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       throw error
     }
     if (next === null) return { lease, backend, statusCode: response.statusCode, headers: response.headers, call }
+    job.onRetry(backend, 'status_5xx', null)
     call.drop()
     lease.release()
     lease = next

@@ -8,7 +8,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
-import { answerTooLargeError, brokenAnswerError, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
 import type { KeyTicket, ModelSlots } from '../state/store.js'
@@ -72,7 +72,10 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
       now: () => ctx.clock.now(),
       onFailure: (backend, outcome) => {
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason: outcome })
-        ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome))
+        ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome), outcome)
+      },
+      onRetry: (backend, outcome, error) => {
+        request.log.warn({ request_id: job.requestId, model: job.route.name, backend: backend.name, reason: outcome, cause: causeOf(error) }, 'backend attempt failed; trying another backend')
       },
     })
   } catch (error) {

@@ -176,5 +176,5 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
  */
 export function reportBrokenAnswer(ctx: GatewayContext, route: ModelRoute, answer: ChatAnswer, reason: AttemptOutcome | 'mid_stream'): void {
   ctx.metrics.upstreamErrors.inc({ model: route.name, backend: answer.backend.name, reason })
-  ctx.monitor.reportFailure(route, answer.backend, 'status')
+  ctx.monitor.reportFailure(route, answer.backend, 'status', reason)
 }

@@ -136,14 +136,23 @@ export class BackendMonitor {
     if (backend.health.confirmed !== before.confirmed && route !== undefined) this.#publish(route, backend)
   }
 
-  reportFailure(route: ModelRoute, backend: Backend, failure: PassiveFailure): void {
-    this.#update(route, backend, () => afterPassiveFailure(backend.health, failure, settingsOf(route), this.#clock.now()), { failure: `real traffic: ${failure}` })
-    this.#publishWhenReopened(route, backend)
+  /** `what`: the failure as the log names it (`reset`, `mid_stream`: `status` alone said nothing of a reset). */
+  reportFailure(route: ModelRoute, backend: Backend, failure: PassiveFailure, what: string = failure): void {
+    const ejectedUntil = backend.health.ejectedUntil
+    this.#update(route, backend, () => afterPassiveFailure(backend.health, failure, settingsOf(route), this.#clock.now()), { failure: `real traffic: ${what}` })
+    // One timer per ejection: the other requests of one incident report into the same one.
+    if (backend.health.ejectedUntil !== ejectedUntil) this.#publishWhenReopened(route, backend)
   }
 
+  /** At the ejection's end, unless a check ended it first (and said so): the backend is back in rotation, logged as a check's return is. */
   #publishWhenReopened(route: ModelRoute, backend: Backend): void {
-    const reopensIn = backend.health.ejectedUntil - this.#clock.now()
-    if (reopensIn > 0) this.#after(reopensIn, () => this.#publish(route, backend))
+    const ejectedUntil = backend.health.ejectedUntil
+    const reopensIn = ejectedUntil - this.#clock.now()
+    if (reopensIn <= 0) return
+    this.#after(reopensIn, () => {
+      const usable = this.#publish(route, backend)
+      if (usable && backend.health.ejectedUntil === ejectedUntil) this.#logger.warn({ model: route.name, backend: backend.name, up: true, after: 'ejection ended' }, 'backend up')
+    })
   }
 
   /**

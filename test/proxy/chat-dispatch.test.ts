@@ -60,6 +60,7 @@ describe('dispatchChat, a 503 whose retry cannot be admitted', () => {
       signal: new ClientDeparture(),
       onCall: () => undefined,
       onFailure: () => undefined,
+      onRetry: () => undefined,
     })
 
     await expect(dispatched).rejects.toThrow('unexpected reply from the slot store')

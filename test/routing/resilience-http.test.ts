@@ -259,6 +259,38 @@ describe('a backend whose every answer breaks after it started', () => {
 
     expect(await up()).toBe(0)
     expect((await post(gw, { stream })).status).toBe(503)
+    // The log names the failure (it said "real traffic: status" for a reset or a cut stream).
+    expect(gw.logLines().find((line) => line.msg === 'backend down')).toMatchObject({ backend: 'b0', failure: `real traffic: ${stream ? 'mid_stream' : 'reset'}` })
+  })
+})
+
+describe('an ejection that runs out before any check ends it', () => {
+  // Session 23: the backend went back into rotation silently; the log read "down … down … up" for a dead one.
+  it('is logged as the backend coming back, once for the incident', async () => {
+    let checksHang = false
+    const hung: ServerResponse[] = []
+    // Chat answers 500; /health passes until told to hang: then the checks neither pass nor fail in time.
+    const server = createServer((req, res) => {
+      if (req.url === '/health' && checksHang) return void hung.push(res)
+      req.resume()
+      res.writeHead(req.url === '/health' ? 200 : 500, { 'content-length': 0 }).end()
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => (server.close(() => resolve()), server.closeAllConnections())))
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const gw = await gateway({ retries: 0, health: { interval_ms: 1000, unhealthy_after: 3 }, backends: [{ url, name: 'b0' }] })
+    const up = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b0' })
+    expect(await pollUntil(async () => (await up()) === 1, 500)).not.toBeNull()
+    checksHang = true
+
+    // Four 500s at once: the third ejects the backend, the fourth is the same incident.
+    await Promise.all([post(gw), post(gw), post(gw), post(gw)])
+    expect(await up()).toBe(0)
+
+    const backUp = () => gw.logLines().filter((line) => line.msg === 'backend up' && line.backend === 'b0')
+    await until(() => backUp().length > 0, 'the ejection to end', 5000)
+    expect(backUp()).toEqual([expect.objectContaining({ level: 40, model: 'm', up: true, after: 'ejection ended' })])
+    expect(await up()).toBe(1)
   })
 })
 
@@ -371,6 +403,10 @@ describe('failover on backend answers', () => {
     expect(overloaded.chatRequests()).toBeGreaterThanOrEqual(1)
     // One queue wait per request, not per attempt.
     expect(await scrape(gw.url)).toMatch(/^sluice_queue_wait_seconds_count\{model="m"\} 6$/m)
+    // Each attempt moved has its warn line (session 23: a retried failure left none, only the metric).
+    const moved = gw.logLines().filter((line) => line.msg === 'backend attempt failed; trying another backend')
+    expect(moved).toHaveLength(overloaded.chatRequests())
+    expect(moved[0]).toMatchObject({ level: 40, model: 'm', backend: 'first', reason: 'status_5xx' })
   })
 
   // Regression: the 503's body was read to its end before the retry, so a
