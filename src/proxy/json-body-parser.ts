@@ -110,12 +110,16 @@ function refusalOfValue(parsed: unknown, shape: JsonShape): GatewayError | null 
   return new GatewayError('invalid_value', `${param ?? 'The body'} is a number beyond the double range (±1.8e308).`, { param })
 }
 
+/** Charsets whose bytes UTF-8 reads as they were meant: UTF-8 itself, and ASCII (RFC 8259 gives JSON no charset parameter at all). */
+const READ_AS_UTF8 = new Set(['utf-8', 'utf8', 'us-ascii', 'ascii'])
+
 /**
  * A body the gateway cannot read as sent, as its 415: a Content-Encoding
  * other than identity; a transfer coding besides `chunked` (Node's parser
  * takes `gzip, chunked` as chunked and hands on the still-compressed bytes);
- * a charset other than UTF-8 (RFC 8259 §8.1: JSON between systems is
- * UTF-8; a UTF-16 body read as UTF-8 was refused as a JSON syntax error).
+ * a charset other than UTF-8 or ASCII (RFC 8259 §8.1: JSON between
+ * systems is UTF-8; a UTF-16 body read as UTF-8 was refused as a JSON
+ * syntax error).
  */
 function codingRefusal(headers: FastifyRequest['headers']): GatewayError | null {
   const encoding = headers['content-encoding']
@@ -127,7 +131,7 @@ function codingRefusal(headers: FastifyRequest['headers']): GatewayError | null 
     return new GatewayError('unsupported_media_type', `Transfer-Encoding "${transfer}" is not supported: send the body uncompressed, chunked or with a Content-Length.`)
   }
   const charset = charsetOf(headers['content-type'])
-  if (charset !== null && charset !== 'utf-8' && charset !== 'utf8') {
+  if (charset !== null && !READ_AS_UTF8.has(charset)) {
     return new GatewayError('unsupported_media_type', `Content-Type charset "${charset}" is not supported: send the body as UTF-8 JSON.`)
   }
   return null

@@ -22,16 +22,18 @@ type Rule = (body: ChatCompletionBody, model: ModelFacts) => RuleViolation | nul
 
 const rules: readonly Rule[] = [
   function messageContent(body) {
-    // Every message needs content, except an assistant message carrying tool_calls.
+    // Every message needs content, except an assistant message carrying a call: tool_calls, or the
+    // legacy function_call (the `function` message variant answers it; OpenAI clients echo the call back with null content).
     const index = body.messages.findIndex((m) => {
       if (m.content !== undefined && m.content !== null) return false
-      const toolCalls = (m as Record<string, unknown>).tool_calls
-      return !(m.role === 'assistant' && Array.isArray(toolCalls) && toolCalls.length > 0)
+      const { tool_calls: toolCalls, function_call: functionCall } = m as Record<string, unknown>
+      const carriesCall = (Array.isArray(toolCalls) && toolCalls.length > 0) || (typeof functionCall === 'object' && functionCall !== null && !Array.isArray(functionCall))
+      return !(m.role === 'assistant' && carriesCall)
     })
     if (index < 0) return null
     const param = `messages.${index}.content`
-    if (body.messages[index]!.content === null) return { param, message: 'may not be null (it may be null or omitted only on an assistant message with tool_calls)', kind: 'invalid' }
-    return { param, message: 'is required (it may be omitted only on an assistant message with tool_calls)', kind: 'missing' }
+    if (body.messages[index]!.content === null) return { param, message: 'may not be null (it may be null or omitted only on an assistant message with tool_calls or function_call)', kind: 'invalid' }
+    return { param, message: 'is required (it may be omitted only on an assistant message with tool_calls or function_call)', kind: 'missing' }
   },
   function priorityNeedsScheduling(body, model) {
     if (body.priority === undefined || body.priority === 0 || model.priority_scheduling) return null

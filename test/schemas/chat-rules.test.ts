@@ -28,6 +28,8 @@ describe('findRuleViolation', () => {
       ['missing on an assistant message with empty tool_calls', [USER, { role: 'assistant', tool_calls: [] }], 'messages.1.content'],
       ['missing on an assistant message whose tool_calls is not a list', [USER, { role: 'assistant', tool_calls: {} }], 'messages.1.content'],
       ['missing on a user message with tool_calls', [{ role: 'user', tool_calls: [TOOL_CALL] }], 'messages.0.content'],
+      ['missing on an assistant message whose function_call is not an object', [USER, { role: 'assistant', function_call: 'f' }], 'messages.1.content'],
+      ['missing on a user message with function_call', [{ role: 'user', function_call: { name: 'f', arguments: '{}' } }], 'messages.0.content'],
       ['missing on a tool message', [USER, { role: 'tool', tool_call_id: 'c1' }], 'messages.1.content'],
     ])('is required when %s', (_name, messages, param) => {
       const violation = findRuleViolation(body({ messages }), PLAIN)
@@ -47,7 +49,10 @@ describe('findRuleViolation', () => {
     it.each([
       ['missing', { role: 'assistant', tool_calls: [TOOL_CALL] }],
       ['null', { role: 'assistant', content: null, tool_calls: [TOOL_CALL] }],
-    ])('may be %s on an assistant message with tool_calls', (_name, message) => {
+      // Session 23 review: the legacy function-calling turn, echoed back by OpenAI clients, was refused.
+      ['null, with the legacy function_call', { role: 'assistant', content: null, function_call: { name: 'f', arguments: '{}' } }],
+      ['missing, with the legacy function_call', { role: 'assistant', function_call: { name: 'f', arguments: '{}' } }],
+    ])('may be %s on an assistant message carrying a call', (_name, message) => {
       expect(findRuleViolation(body({ messages: [USER, message] }), PLAIN)).toBeNull()
     })
 

@@ -195,6 +195,8 @@ const WRONG_TYPES: readonly Case[] = [
   ['engine_xargs value an object', on({ engine_xargs: { a: {} } }), 'engine_xargs.a'],
   ['engine_xargs value a boolean', on({ engine_xargs: { a: true } }), 'engine_xargs.a'],
   ['engine_xargs list of objects', on({ engine_xargs: { a: [{}] } }), 'engine_xargs.a.0'],
+  ['engine_xargs value a boolean under a name with a line break', on({ engine_xargs: { 'a\nb': true } }), 'engine_xargs.a\nb'],
+  ['engine_xargs value an object under a name with U+2028', on({ engine_xargs: { 'c\u2028': { x: 1 } } }), 'engine_xargs.c\u2028'],
   ['repetition_detection', on({ repetition_detection: 'x' }), 'repetition_detection'],
   ['repetition_detection.min_count', on({ repetition_detection: { min_count: 1.5 } }), 'repetition_detection.min_count'],
   // Not `T|null` in the interface, so null is a wrong type (vLLM itself would take it).

@@ -129,7 +129,8 @@ describe('bodies the gateway cannot read as sent: 415, nothing forwarded', () =>
     expect(delta(before)).toEqual(NOTHING)
   })
 
-  it.each(['utf-8', 'UTF-8', 'utf8', '"utf-8"'])('control: charset %s is read and forwarded', async (charset) => {
+  // us-ascii: a session 23 review saw an ASCII body so labelled refused, though UTF-8 reads it byte for byte.
+  it.each(['utf-8', 'UTF-8', 'utf8', '"utf-8"', 'us-ascii', 'US-ASCII'])('control: charset %s is read and forwarded', async (charset) => {
     const before = fx.counts()
     const answer = await post(JOBS, job, { 'content-type': `application/json;charset=${charset}` })
     expect(answer.status).toBe(200)

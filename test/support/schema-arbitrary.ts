@@ -11,6 +11,7 @@ export interface JsonSchema {
   readonly enum?: readonly unknown[]
   readonly properties?: Readonly<Record<string, JsonSchema>>
   readonly patternProperties?: Readonly<Record<string, JsonSchema>>
+  readonly additionalProperties?: JsonSchema | boolean
   readonly required?: readonly string[]
   readonly items?: JsonSchema
   readonly minItems?: number
@@ -99,7 +100,7 @@ function integerFor(schema: JsonSchema): fc.Arbitrary<number> {
 function objectFor(schema: JsonSchema, options: SchemaArbitraryOptions, depth: number): fc.Arbitrary<Record<string, unknown>> {
   const properties = schema.properties ?? {}
   const names = Object.keys(properties)
-  const pattern = Object.values(schema.patternProperties ?? {})[0]
+  const pattern = Object.values(schema.patternProperties ?? {})[0] ?? (typeof schema.additionalProperties === 'object' ? schema.additionalProperties : undefined)
   if (names.length === 0) {
     return fc.dictionary(fc.string({ maxLength: 6 }), pattern === undefined ? smallJson : schemaArbitrary(pattern, {}, depth + 1), { maxKeys: 3 })
   }
