@@ -5,7 +5,8 @@
  * Redis, and only the local fallback used while Redis is away counts them.
  */
 import type { Generation } from './generation.js'
-import type { SlotPeers } from './state/slot-peers.js'
+import type { PeerWaiter, SlotPeers } from './state/slot-peers.js'
+import { turnedAwayFirst } from './scheduling/admission.js'
 
 /** `self` is read at call time: the generation does not exist yet when its peers are made. */
 export function generationPeers(self: () => Generation | null, live: () => readonly Generation[]): SlotPeers {
@@ -35,6 +36,21 @@ export function generationPeers(self: () => Generation | null, live: () => reado
         if (other !== self() && other.context.state.slots.get(model)?.headAhead?.(rank) === true) return true
       }
       return false
+    },
+    queued(model) {
+      let count = 0
+      for (const other of live()) if (other !== self()) count += other.context.state.slots.get(model)?.queueDepth() ?? 0
+      return count
+    },
+    worst(model) {
+      let found: PeerWaiter | null = null
+      for (const other of live()) {
+        const slots = other === self() ? undefined : other.context.state.slots.get(model)
+        const rank = slots?.worstWaiter?.()
+        if (slots === undefined || rank === undefined) continue
+        if (found === null || turnedAwayFirst(rank, found.rank)) found = { rank, evict: () => slots.evictWorst?.() }
+      }
+      return found
     },
   }
 }

@@ -25,6 +25,24 @@ export function backendsWithRoom<B>(backends: readonly B[], inFlight: (backend: 
   return backends.filter((b) => usable(b) && inFlight(b) < limit(b))
 }
 
+/**
+ * When a model's queues together are full (a reload's two generations each
+ * keep one), whether another queue's worst waiter is turned away rather than
+ * this queue's choice: the arriving request, or `ownEvicted` when this
+ * queue would evict its own worst for it. Worse priority goes first, then
+ * the later arrival; the arriving request is the newest of all, so a tie
+ * with it keeps the other queue's waiter.
+ */
+export function peerEvictedInstead(peerWorst: WaiterRank, ownEvicted: WaiterRank | undefined, arriving: WaiterRank): boolean {
+  if (!turnedAwayFirst(peerWorst, arriving)) return false
+  return ownEvicted === undefined || turnedAwayFirst(peerWorst, ownEvicted)
+}
+
+/** Across queues: the worse priority, then the later arrival. */
+export function turnedAwayFirst(a: WaiterRank, b: WaiterRank): boolean {
+  return a.priority !== b.priority ? a.priority > b.priority : a.arrivedAt > b.arrivedAt
+}
+
 /** A waiter as another queue of the same model sees it. */
 export interface WaiterRank {
   readonly priority: number

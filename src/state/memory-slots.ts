@@ -3,7 +3,7 @@
  * to the head of the queue synchronously, in the same tick (no polling).
  */
 import type { Clock } from '../context.js'
-import { backendsWithRoom, comesBefore, decideArrival, remainingWaitMs, type WaiterRank } from '../scheduling/admission.js'
+import { backendsWithRoom, comesBefore, decideArrival, peerEvictedInstead, remainingWaitMs, type WaiterRank } from '../scheduling/admission.js'
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
 import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import { observedLease } from './observed-lease.js'
@@ -64,6 +64,15 @@ export class MemoryModelSlots implements ModelSlots {
     this.#serveQueue()
   }
 
+  worstWaiter(): WaiterRank | undefined {
+    return this.#queue.worst()
+  }
+
+  evictWorst(): void {
+    const worst = this.#queue.worst()
+    if (worst !== undefined) this.#leave(worst, this.#refusal('queue_full'))
+  }
+
   headAhead(rank: WaiterRank): boolean {
     const head = this.#queue.peek()
     return head !== undefined && comesBefore(head, rank) && this.#room(NO_EXCLUSIONS).length > 0
@@ -109,8 +118,11 @@ export class MemoryModelSlots implements ModelSlots {
         this.#settings.bodyBudget?.release(bytes)
       },
     }
-    const decision = decideArrival(this.#queue.size, this.#settings.maxQueue, this.#queue.worst(), waiter)
-    if (decision.kind === 'reject') {
+    // Full counts every generation's waiters (a reload's two queues are one, in max_size too).
+    const decision = decideArrival(this.#queue.size + (this.#settings.peerQueued?.() ?? 0), this.#settings.maxQueue, this.#queue.worst(), waiter)
+    const peer = decision.kind === 'queue' ? null : (this.#settings.peerWorst?.() ?? null)
+    const evictPeer = peer !== null && peerEvictedInstead(peer.rank, decision.kind === 'evict-and-queue' ? decision.evicted : undefined, waiter)
+    if (decision.kind === 'reject' && !evictPeer) {
       reject(this.#refusal('queue_full'))
       return
     }
@@ -119,7 +131,8 @@ export class MemoryModelSlots implements ModelSlots {
       reject(bodiesRefusal(budget, bytes))
       return
     }
-    if (decision.kind === 'evict-and-queue') this.#leave(decision.evicted, this.#refusal('queue_full'))
+    if (evictPeer) peer.evict()
+    else if (decision.kind === 'evict-and-queue') this.#leave(decision.evicted, this.#refusal('queue_full'))
     const onAbort = () => this.#leave(waiter, request.signal.reason)
     const timer = setTimeout(() => this.#leave(waiter, this.#refusal('queue_timeout')), remainingWaitMs(arrivedAt, this.#settings.maxWaitMs, this.#clock.now()))
     request.signal.addEventListener('abort', onAbort, { once: true })

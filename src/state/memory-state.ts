@@ -24,10 +24,10 @@ export function modelSlotSettings(model: GatewayConfig['models'][number], usable
  * A model's local slots as the other generations' requests concern them
  * (after a reload): their requests on the same backend count against its
  * slots, a slot freed here with no taker is offered to them, the serving
- * generation's limit holds, and the queues are served as one. `ownHeld`:
+ * generation's limit holds, and the queues are served and bounded as one. `ownHeld`:
  * requests this replica runs under another store's leases (Redis mode's).
  */
-export function peerCounted(model: GatewayConfig['models'][number], peers: SlotPeers, ownHeld: (backend: string) => number = () => 0): Pick<ModelSlotSettings, 'elsewhere' | 'onFreed' | 'limit' | 'peerAhead'> {
+export function peerCounted(model: GatewayConfig['models'][number], peers: SlotPeers, ownHeld: (backend: string) => number = () => 0): Pick<ModelSlotSettings, 'elsewhere' | 'onFreed' | 'limit' | 'peerAhead' | 'peerQueued' | 'peerWorst'> {
   const urls = new Map(model.backends.map((b) => [b.name, b.url]))
   const own = model.max_concurrency_per_backend
   return {
@@ -35,6 +35,8 @@ export function peerCounted(model: GatewayConfig['models'][number], peers: SlotP
     onFreed: () => peers.freed(model.name),
     limit: (backend) => peers.limit(model.name, backend, urls.get(backend) ?? '') ?? own,
     peerAhead: (rank) => peers.headAhead(model.name, rank),
+    peerQueued: () => peers.queued(model.name),
+    peerWorst: () => peers.worst(model.name),
   }
 }
 

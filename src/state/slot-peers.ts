@@ -30,7 +30,17 @@ export interface SlotPeers {
    * priority then arrival order, rather than the new one first.
    */
   headAhead(model: string, rank: WaiterRank): boolean
+  /** Waiters for `model` in the other states' queues: `queue.max_size` bounds them all together. */
+  queued(model: string): number
+  /** The other states' waiter for `model` a full queue turns away first, and how to turn it away; null when none waits. */
+  worst(model: string): PeerWaiter | null
+}
+
+export interface PeerWaiter {
+  readonly rank: WaiterRank
+  /** Turns it away with 429 queue_full, as its own queue would. */
+  evict(): void
 }
 
 /** A state alone in its process (tests, benchmarks, the first generation before any reload). */
-export const NO_PEERS: SlotPeers = { held: () => 0, freed: () => undefined, keyHeld: () => 0, limit: () => null, headAhead: () => false }
+export const NO_PEERS: SlotPeers = { held: () => 0, freed: () => undefined, keyHeld: () => 0, limit: () => null, headAhead: () => false, queued: () => 0, worst: () => null }

@@ -12,6 +12,7 @@ import type { KeyLimitSettings } from '../config/schema.js'
 import type { HealthBoard } from './health-board.js'
 import type { BodyBudget } from '../scheduling/queued-bodies.js'
 import type { WaiterRank } from '../scheduling/admission.js'
+import type { PeerWaiter } from './slot-peers.js'
 
 export type SlotRejection = 'queue_full' | 'queue_timeout' | 'shutting_down'
 export type KeyRejection = 'rate_limit_requests' | 'rate_limit_tokens' | 'concurrency'
@@ -72,6 +73,10 @@ export interface ModelSlots {
   wake(): void
   /** Whether this store's next waiter comes before `rank` and could be admitted now (see ModelSlotSettings.peerAhead). [never] */
   headAhead?(rank: WaiterRank): boolean
+  /** The waiter a full queue turns away first, if any waits. [none] */
+  worstWaiter?(): WaiterRank | undefined
+  /** Turns that waiter away with queue_full (another store's arrival needs its place). */
+  evictWorst?(): void
   queueDepth(): number
   /** Requests this store admitted that are on `backend` now (the in-flight gauge). */
   inFlight(backend: string): number
@@ -166,6 +171,10 @@ export interface ModelSlotSettings {
   readonly limit?: (backend: string) => number
   /** Whether another store's waiter comes before this rank and could be admitted now (admission.ts comesBefore). [never] */
   readonly peerAhead?: (rank: WaiterRank) => boolean
+  /** Waiters in the other stores' queues of this model, counted against maxQueue too. [0] */
+  readonly peerQueued?: () => number
+  /** The other stores' waiter a full queue turns away first. [none] */
+  readonly peerWorst?: () => PeerWaiter | null
   /** The bodies of waiting requests, counted with every other model's (queued-bodies.ts). [not counted] */
   readonly bodyBudget?: BodyBudget
 }

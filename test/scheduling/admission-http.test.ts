@@ -519,6 +519,33 @@ describe('a reload that raises max_concurrency_per_backend with requests waiting
   })
 })
 
+describe('a reload with the queue full', () => {
+  // Session 23 queue review: each generation's queue was bounded alone, so right after a reload
+  // the model held twice max_size waiters (sluice_queue_depth 4 with max_size 2).
+  it('bounds both configurations\' queues together by max_size: the newest of the worst priority is turned away', async () => {
+    const backend = await cleanups.standIn({ hold: true, tokens: 2 })
+    const model = { name: 'm', served_name: 'stand-in-model', priority_scheduling: true, max_concurrency_per_backend: 1, queue: { max_size: 2, max_wait_ms: 60_000 }, backends: [{ url: backend.url, name: 'b1' }] }
+    const settings = { server: { port: 0, shutdown_grace_ms: 1000 }, auth: { keys: [key.entry] }, models: [model] }
+    const gw = await cleanups.gateway(settings)
+    const firstHeld = nextEvents(backend, 'held', 1)
+    const held = send(gw, 'held')
+    await firstHeld
+    const before = [send(gw, 'o1', { priority: 5 }), send(gw, 'o2', { priority: 5 })]
+    await untilQueueDepth(gw, 2)
+    await gw.reload(configFrom({ ...settings, models: [{ ...model, queue: { max_size: 2, max_wait_ms: 30_000 } }] }))
+
+    expect((await send(gw, 'n1', { priority: 5 })).status).toBe(429)
+    const better = send(gw, 'n2', { priority: -10 })
+    expect((await before[1]!).status).toBe(429)
+    expect(await scrapeMetric(gw.url, 'sluice_queue_depth', { model: 'm' })).toBe(2)
+
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('n2')
+    expect(markerOf(await releaseOneAndTakeNext(backend))).toBe('o1')
+    backend.releaseHeld(1)
+    expect((await Promise.all([held, before[0]!, better])).map((r) => r.status)).toEqual([200, 200, 200])
+  })
+})
+
 describe('shutdown', () => {
   it('answers queued requests 503 at once and lets the in-flight one finish', async () => {
     const backend = await cleanups.standIn({ hold: true, tokens: 2 })

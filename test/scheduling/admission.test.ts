@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest'
-import { backendsWithRoom, decideArrival, remainingWaitMs, retryAfterSeconds } from '../../src/scheduling/admission.js'
+import { backendsWithRoom, comesBefore, decideArrival, peerEvictedInstead, remainingWaitMs, retryAfterSeconds } from '../../src/scheduling/admission.js'
 import type { QueueEntry } from '../../src/scheduling/wait-queue.js'
 
 interface Entry extends QueueEntry {
@@ -94,5 +94,30 @@ describe('remainingWaitMs', () => {
     expect(remainingWaitMs(1000, 5000, 4000)).toBe(2000)
     expect(remainingWaitMs(1000, 5000, 6000)).toBe(0)
     expect(remainingWaitMs(1000, 5000, 9000)).toBe(0)
+  })
+})
+
+describe('comesBefore (two queues of one model)', () => {
+  it('orders by priority, then arrival; the same millisecond puts neither first', () => {
+    expect(comesBefore({ priority: -1, arrivedAt: 500 }, { priority: 0, arrivedAt: 100 })).toBe(true)
+    expect(comesBefore({ priority: 0, arrivedAt: 100 }, { priority: 0, arrivedAt: 200 })).toBe(true)
+    expect(comesBefore({ priority: 0, arrivedAt: 200 }, { priority: 0, arrivedAt: 100 })).toBe(false)
+    expect(comesBefore({ priority: 0, arrivedAt: 100 }, { priority: 0, arrivedAt: 100 })).toBe(false)
+  })
+})
+
+describe('peerEvictedInstead (two queues of one model, full together)', () => {
+  const rank = (priority: number, arrivedAt: number) => ({ priority, arrivedAt })
+
+  it('turns the other queue\'s worst away when it is worse than the arriving request and than this queue\'s choice', () => {
+    expect(peerEvictedInstead(rank(5, 100), undefined, rank(0, 200))).toBe(true)
+    expect(peerEvictedInstead(rank(5, 100), rank(3, 150), rank(0, 200))).toBe(true)
+    expect(peerEvictedInstead(rank(5, 100), rank(5, 150), rank(0, 200))).toBe(false)
+  })
+
+  it('keeps it when the arriving request is as bad or worse: the newest of the worst goes', () => {
+    expect(peerEvictedInstead(rank(5, 100), undefined, rank(5, 200))).toBe(false)
+    expect(peerEvictedInstead(rank(5, 100), undefined, rank(5, 100))).toBe(false)
+    expect(peerEvictedInstead(rank(0, 100), undefined, rank(5, 200))).toBe(false)
   })
 })

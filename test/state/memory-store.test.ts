@@ -141,6 +141,8 @@ describe('buildMemoryState', () => {
       keyHeld: () => 0,
       limit: () => null,
       headAhead: (model, rank) => states[1 - self]!.slots.get(model)!.headAhead?.(rank) ?? false,
+      queued: (model) => states[1 - self]!.slots.get(model)!.queueDepth(),
+      worst: () => null,
     })
     states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(0)))
     states.push(buildMemoryState(config(TWO_MODELS), () => true, clock, new RecordingObserver(), peerOf(1)))
@@ -178,19 +180,25 @@ describe('buildMemoryState', () => {
  * each counts the other's leases, wakes it when it frees a slot, and asks it who comes first.
  * `servingLimit`: the limit of the serving (fresh) generation, which the retiring one follows.
  */
-function twoGenerations(oldLimit: number, servingLimit: number): { old: MemoryModelSlots; fresh: MemoryModelSlots } {
+function twoGenerations(oldLimit: number, servingLimit: number, maxQueue = 10): { old: MemoryModelSlots; fresh: MemoryModelSlots } {
   const clock = { now: () => 0 }
   const pair: MemoryModelSlots[] = []
   const settings = (self: number, limit: number) => ({
     model: 'm',
     backends: ['a'],
     slotsPerBackend: limit,
-    maxQueue: 10,
+    maxQueue,
     maxWaitMs: 60_000,
     usable: () => true,
     elsewhere: (backend: string) => pair[1 - self]!.inFlight(backend),
     onFreed: () => pair[1 - self]!.wake(),
     peerAhead: (rank: { priority: number; arrivedAt: number }) => pair[1 - self]!.headAhead(rank),
+    peerQueued: () => pair[1 - self]!.queueDepth(),
+    peerWorst: () => {
+      const other = pair[1 - self]!
+      const rank = other.worstWaiter()
+      return rank === undefined ? null : { rank, evict: () => other.evictWorst() }
+    },
     ...(self === 0 ? { limit: () => servingLimit } : {}),
   })
   pair.push(new MemoryModelSlots(settings(0, oldLimit), clock, new RecordingObserver()))
@@ -238,6 +246,26 @@ describe('two generations of one model after a reload', () => {
     ;(await w1).release()
     await n1
     expect(granted).toEqual(['held', 'w1', 'w2', 'n1'])
+  })
+
+  it('are bounded together by max_size: the newest of the worst priority in either is turned away', async () => {
+    const { old, fresh } = twoGenerations(1, 1, 2)
+    const granted: string[] = []
+    await ask(old, 'held', 0, 0, granted)
+    const w1 = ask(old, 'w1', 5, 100, granted)
+    const n1 = ask(fresh, 'n1', 5, 200, granted)
+    // Full at two, across both: an arrival no better than any waiter is the one turned away.
+    await expect(ask(fresh, 'n2', 5, 300, granted)).rejects.toMatchObject({ reason: 'queue_full' })
+    await expect(ask(old, 'w2', 5, 310, granted)).rejects.toMatchObject({ reason: 'queue_full' })
+    // A better one evicts the newest of the worst priority, here the fresh generation's own n1 ...
+    const w3 = ask(old, 'w3', 0, 400, granted)
+    await expect(n1).rejects.toMatchObject({ reason: 'queue_full' })
+    // ... and then the old generation's w1, from the fresh generation's arrival.
+    const n4 = ask(fresh, 'n4', 0, 500, granted)
+    await expect(w1).rejects.toMatchObject({ reason: 'queue_full' })
+    expect([old.queueDepth(), fresh.queueDepth()]).toEqual([1, 1])
+    for (const slots of [old, fresh]) slots.close()
+    await Promise.allSettled([w3, n4])
   })
 })
 
