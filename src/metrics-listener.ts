@@ -10,7 +10,7 @@ import type { Registry } from 'prom-client'
 import { GatewayError } from './errors/gateway-error.js'
 import { listenOn, urlOf } from './listen.js'
 
-const NOT_SERVED = JSON.stringify(new GatewayError('not_found', 'Only GET /metrics is served here.').toBody())
+const NOT_SERVED = JSON.stringify(new GatewayError('not_found', 'Only GET (or HEAD) /metrics is served here.').toBody())
 
 export interface MetricsListener {
   readonly url: string
@@ -20,15 +20,16 @@ export interface MetricsListener {
 export async function startMetricsListener(registry: Registry, host: string, port: number): Promise<MetricsListener> {
   const server: Server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0]
-    if (request.method !== 'GET' || path !== '/metrics') {
+    // As on the public port: a trailing slash and HEAD (a probe checking the scrape target) are served too.
+    if ((request.method !== 'GET' && request.method !== 'HEAD') || (path !== '/metrics' && path !== '/metrics/')) {
       response.writeHead(404, { 'content-type': 'application/json' })
       response.end(NOT_SERVED)
       return
     }
     exposition(registry).then(
       (text) => {
-        response.writeHead(200, { 'content-type': registry.contentType })
-        response.end(text)
+        response.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(text) })
+        response.end(request.method === 'HEAD' ? undefined : text)
       },
       () => {
         response.writeHead(500)

@@ -25,7 +25,8 @@ const COMMANDS: readonly Command[] = ['serve', 'check', 'hash-password', 'hash-t
 export function parseArguments(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): CliArguments {
   let command: Command | null = null
   let help = false
-  let configFile = env.SLUICE_CONFIG
+  // Set but empty (`SLUICE_CONFIG= sluice check`) is unset, as shells and compose files write it.
+  let configFile = env.SLUICE_CONFIG === '' ? undefined : env.SLUICE_CONFIG
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === '--help' || arg === '-h') {

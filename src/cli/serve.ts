@@ -12,7 +12,7 @@ import { ConfigError, loadConfigFile } from '../config/load.js'
 import { createLogger } from '../logger.js'
 import { asyncStdout, written } from '../log-destination.js'
 import { ReloadRefused, StartError, startGateway, type RunningGateway } from '../server.js'
-import type { Logger } from 'pino'
+import type { Level, Logger } from 'pino'
 import { formatIssue } from '../schemas/validation-issue.js'
 import { CoalescedRun } from '../state/coalesced-run.js'
 
@@ -68,10 +68,10 @@ async function main(sighup: SighupRelay): Promise<number> {
       process.exit(1)
     }
     draining = true
-    logger.info({ signal, grace_ms: running.context.config.server.shutdown_grace_ms }, 'draining')
+    lifecycleLine(logger)({ signal, grace_ms: running.context.config.server.shutdown_grace_ms }, 'draining')
     running.shutdown().then(
       () => {
-        logger.info('stopped')
+        lifecycleLine(logger)({}, 'stopped')
         exit(0)
       },
       (error: unknown) => {
@@ -82,10 +82,23 @@ async function main(sighup: SighupRelay): Promise<number> {
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
-  // The scrape URL itself: the metrics port answers only GET /metrics.
+  // The scrape URL itself: the metrics port answers /metrics alone.
   const metricsUrl = running.metricsUrl === null ? null : `${running.metricsUrl}/metrics`
-  logger.info({ url: running.url, metrics_url: metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
+  lifecycleLine(logger)({ url: running.url, metrics_url: metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
   return -1
+}
+
+/**
+ * How the start, drain and stop lines are written: at info, or at the
+ * configured level when that is above info. `port: 0` is printed at start
+ * (DESIGN.md) whatever `log.level` says, and at warn the chosen port and a
+ * drain's start and end went unlogged; `silent` stays silent.
+ */
+function lifecycleLine(logger: Logger): (fields: Record<string, unknown>, message: string) => void {
+  if (logger.isLevelEnabled('info')) return (fields, message) => logger.info(fields, message)
+  const level = logger.level as Level | 'silent'
+  if (level === 'silent') return () => undefined
+  return (fields, message) => logger[level](fields, message)
 }
 
 /**

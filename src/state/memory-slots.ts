@@ -7,7 +7,7 @@ import { backendsWithRoom, comesBefore, decideArrival, peerEvictedInstead, remai
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
 import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import { observedLease } from './observed-lease.js'
-import type { AdmissionObserver, AdmissionRefused, ModelSlots, ModelSlotSettings, SlotLease, SlotRejection, SlotRequest } from './store.js'
+import { NO_EXCLUSIONS, type AdmissionObserver, type AdmissionRefused, type ModelSlots, type ModelSlotSettings, type SlotLease, type SlotRejection, type SlotRequest } from './store.js'
 
 interface Waiter extends QueueEntry {
   readonly request: SlotRequest
@@ -17,8 +17,6 @@ interface Waiter extends QueueEntry {
   cleanup(): void
 }
 
-/** A first attempt excludes no backend (one shared set, not one per request). */
-const NO_EXCLUSIONS: ReadonlySet<string> = new Set()
 
 export class MemoryModelSlots implements ModelSlots {
   readonly #settings: ModelSlotSettings
@@ -36,9 +34,9 @@ export class MemoryModelSlots implements ModelSlots {
   }
 
   acquire(request: SlotRequest): Promise<SlotLease> {
-    if (this.#closed) return Promise.reject(this.#refusal('shutting_down'))
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
     const arrivedAt = request.arrivedAt ?? this.#clock.now()
+    if (this.#closed) return this.#drainingAcquire(request, arrivedAt)
     const behindPeer = this.#peerAhead(request.priority, arrivedAt)
     if (this.#queue.size === 0 && !behindPeer) {
       try {
@@ -55,9 +53,23 @@ export class MemoryModelSlots implements ModelSlots {
     })
   }
 
+  /** Also while draining: a retry belongs to a request in flight, which the drain lets finish. */
   async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
-    if (this.#closed) return null
     return this.#grantNow(choose, exclude, this.#clock.now(), true)
+  }
+
+  /**
+   * Draining: only requests that arrived before it get here (app.ts turns
+   * later ones away at the door), such as one whose body was still coming.
+   * A free slot is theirs; nothing waits, since waiters were turned away.
+   */
+  #drainingAcquire(request: SlotRequest, arrivedAt: number): Promise<SlotLease> {
+    try {
+      const lease = this.#grantNow(request.choose, NO_EXCLUSIONS, arrivedAt)
+      return lease !== null ? Promise.resolve(lease) : Promise.reject(this.#refusal('shutting_down'))
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 
   wake(): void {

@@ -27,7 +27,7 @@ import { SlotCalls, type SlotReply } from './redis-slot-calls.js'
 import { RedisLeases } from './redis-leases.js'
 import { RedisWaiters, type Waiter } from './redis-waiters.js'
 import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
-import type { AdmissionObserver, AdmissionRefused, ModelSlots, ModelSlotSettings, SlotLease, SlotRejection, SlotRequest } from './store.js'
+import { NO_EXCLUSIONS, type AdmissionObserver, type AdmissionRefused, type ModelSlots, type ModelSlotSettings, type SlotLease, type SlotRejection, type SlotRequest } from './store.js'
 import { observedLease } from './observed-lease.js'
 import { CoalescedRun } from './coalesced-run.js'
 
@@ -69,8 +69,8 @@ export class RedisModelSlots implements ModelSlots {
   }
 
   acquire(request: SlotRequest): Promise<SlotLease> {
-    if (this.#closed) return Promise.reject(this.#refusal('shutting_down'))
     if (request.signal.aborted) return Promise.reject(request.signal.reason)
+    if (this.#closed) return this.#drainingAcquire(request)
     return new Promise<SlotLease>((resolve, reject) => {
       const now = this.#clock.now()
       const arrivedAt = request.arrivedAt ?? now
@@ -80,13 +80,27 @@ export class RedisModelSlots implements ModelSlots {
     })
   }
 
-  async tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
-    if (this.#closed) return null
+  /** Also while draining: a retry belongs to a request in flight, which the drain lets finish. */
+  tryAcquire(exclude: ReadonlySet<string>, choose: SlotRequest['choose']): Promise<SlotLease | null> {
+    return this.#tryNow(exclude, choose, this.#clock.now(), true)
+  }
+
+  /**
+   * Draining: only requests that arrived before it get here (app.ts turns
+   * later ones away at the door), such as one whose body was still coming.
+   * A free slot is theirs; nothing waits, since waiters were turned away.
+   */
+  async #drainingAcquire(request: SlotRequest): Promise<SlotLease> {
+    const lease = await this.#tryNow(NO_EXCLUSIONS, request.choose, request.arrivedAt ?? this.#clock.now(), false)
+    if (lease === null) throw this.#refusal('shutting_down')
+    return lease
+  }
+
+  async #tryNow(exclude: ReadonlySet<string>, choose: SlotRequest['choose'], arrivedAt: number, retry: boolean): Promise<SlotLease | null> {
     const id = this.#link.newId()
-    const arrivedAt = this.#clock.now()
     const attempt = (preferred: string) => this.#link.budgeted(this.#calls.acquire(id, 0, preferred, 'try', exclude), (late) => this.#undoArrival(id, late))
     const reply = await this.#leases.untilChosen(choose, exclude, attempt)
-    return reply?.status === 'granted' ? this.#lease(reply.backend, id, arrivedAt, true) : null
+    return reply?.status === 'granted' ? this.#lease(reply.backend, id, arrivedAt, retry) : null
   }
 
   wake(): void {

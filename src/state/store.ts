@@ -95,6 +95,9 @@ export interface ModelSlots {
   close(): void
 }
 
+/** A first attempt excludes no backend (one shared set, not one per request). */
+export const NO_EXCLUSIONS: ReadonlySet<string> = new Set()
+
 /** The ticket of a request with no key limits to count against. */
 export const UNLIMITED_TICKET: KeyTicket = { chargeTokens: async () => undefined, release: () => undefined }
 

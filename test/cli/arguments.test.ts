@@ -6,6 +6,8 @@ describe('parseArguments', () => {
     expect(parseArguments([], { SLUICE_CONFIG: 'env.yaml' })).toEqual({ command: 'serve', configFile: 'env.yaml' })
     expect(parseArguments(['check', '--config', 'a.yaml'], { SLUICE_CONFIG: 'env.yaml' })).toEqual({ command: 'check', configFile: 'a.yaml' })
     expect(parseArguments(['serve', '--config=b.yaml'], {})).toEqual({ command: 'serve', configFile: 'b.yaml' })
+    // Session 23 lifecycle review: an empty one was read as the file name "".
+    expect(parseArguments(['check'], { SLUICE_CONFIG: '' })).toEqual({ command: 'check', configFile: undefined })
   })
 
   // Regression (docs review): `check serve --config F` started the gateway (the last command won).

@@ -117,6 +117,11 @@ describe('server.metrics_port', () => {
       const publicAnswer = await fetch(`${separate.url}/metrics`)
       expect(publicAnswer.status).toBe(404)
       expect(((await publicAnswer.json()) as { error: { type: string } }).error.type).toBe('not_found_error')
+      // As on the public port when it serves /metrics (session 23 review: both were 404 here).
+      expect((await fetch(`${separate.metricsUrl}/metrics/`)).status).toBe(200)
+      const head = await fetch(`${separate.metricsUrl}/metrics`, { method: 'HEAD' })
+      expect([head.status, await head.text(), Number(head.headers.get('content-length'))]).toEqual([200, '', expect.any(Number)])
+      expect((await fetch(`${separate.metricsUrl}/other`)).status).toBe(404)
     } finally {
       await separate.shutdown()
     }

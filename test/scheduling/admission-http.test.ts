@@ -659,6 +659,33 @@ describe('shutdown', () => {
     expect(objects.received).toHaveLength(0)
   })
 
+  // Regression (session 23 lifecycle review): admission refused everything once the drain began, so a
+  // chat request whose body was still coming got 503 shutting_down with slots free (a training job in
+  // the same place was answered); and a retry on another backend of a request in flight was refused.
+  it('a chat request whose body was still coming when the drain began gets a free slot and its answer', async () => {
+    const backend = await cleanups.standIn({ tokens: 2 })
+    const gw = await cleanups.gateway({ server: { shutdown_grace_ms: LONG_GRACE_MS }, auth: { keys: [key.entry] }, models: [{ name: 'm', served_name: 'stand-in-model', backends: [{ url: backend.url, name: 'b1' }] }] })
+    const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'late body' }] })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    const received: Buffer[] = []
+    socket.on('data', (chunk: Buffer) => received.push(chunk))
+    const continued = new Promise<void>((resolve) => socket.on('data', () => Buffer.concat(received).includes('100 Continue') && resolve()))
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`)
+    await continued
+    socket.write(body.slice(0, 10))
+    const closed = once(socket, 'close')
+
+    const stopping = gw.shutdown()
+    socket.write(body.slice(10))
+    await stopping
+    await closed
+    const all = Buffer.concat(received)
+    const responses = parseResponses(all.subarray(all.indexOf('\r\n\r\n') + 4))
+    expect(responses.map((r) => r.status)).toEqual([200])
+    expect(backend.received.map(markerOf)).toEqual(['late body'])
+  })
+
   // Regression (code review): the app answers a request that arrives while draining at once,
   // and the connection tracker then set Connection: close on the sent answer; the
   // ERR_HTTP_HEADERS_SENT it threw from Node's parser callback ended the process.

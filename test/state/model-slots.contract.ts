@@ -642,7 +642,7 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       expect(again?.backend).toBe(second!.backend)
     })
 
-    it('close() rejects every waiter with shutting_down; existing leases can still release', async () => {
+    it('close() rejects every waiter with shutting_down; existing leases can still release; while draining a free slot is still granted, nothing waits', async () => {
       const slots = await open()
       const lease = await hold(slots)
       const waiters = [acquire(slots, 'w1', 0), acquire(slots, 'w2', 4)]
@@ -657,9 +657,21 @@ export function describeModelSlotsContract(name: string, create: CreateModelSlot
       await flush()
       expect(slots.inFlight('a')).toBe(0)
 
+      // Draining: a request already in (its body was still coming, say; later ones are refused at
+      // the door) takes a free slot, and a retry of one in flight too (session 23 lifecycle review:
+      // both were refused, a retryable hiccup turned into a 502 or 503 during every rolling restart).
+      const inDuringDrain = await hold(slots)
+      expect(slots.inFlight('a')).toBe(1)
       const late = acquire(slots, 'late')
       await late.settled
       expect(refusal(late.error).reason).toBe('shutting_down')
+      expect(slots.queueDepth()).toBe(0)
+      inDuringDrain.release()
+      await flush()
+      const retry = await slots.tryAcquire(new Set(), (names) => names[0]!)
+      expect(retry?.backend).toBe('a')
+      retry!.release()
+      await flush()
       expect(slots.inFlight('a')).toBe(0)
     })
 
