@@ -28,8 +28,8 @@ export function echoableSecrets(auth: UpstreamAuthSettings | undefined): string[
  * Each secret as written, then as an answer may have escaped it: in a
  * JSON string (`"` and `\` escaped; `/` as `\/`, as PHP writes it; past
  * ASCII and `+` as `\uxxxx` or `\uXXXX`, as Java and .NET do) and
- * percent-encoded (a redirect's query). A search for the bytes alone let
- * `train-tok\/XYZ` through.
+ * percent-encoded (a redirect's query, percentEncodings). A search for the
+ * bytes alone let `train-tok\/XYZ` through.
  */
 export function echoForms(secrets: readonly string[]): string[] {
   const forms = new Set<string>()
@@ -41,9 +41,21 @@ export function echoForms(secrets: readonly string[]): string[] {
     const escaped = json.replace(/[^\x20-\x7e]|[+<>&']/g, unicodeEscape)
     forms.add(escaped)
     forms.add(escaped.replace(/\\u[0-9a-f]{4}/g, (escape) => `\\u${escape.slice(2).toUpperCase()}`))
-    forms.add(encodeURIComponent(secret))
+    for (const encoded of percentEncodings(secret)) forms.add(encoded)
   }
   return [...forms]
+}
+
+/**
+ * A secret percent-encoded as URL builders write it: JavaScript's
+ * encodeURIComponent, RFC 3986's strict set (`!'()*` too), Python's
+ * `quote` (which keeps `/`), each with upper- and lowercase hex.
+ */
+function percentEncodings(secret: string): string[] {
+  const component = encodeURIComponent(secret)
+  const strict = component.replace(/[!'()*]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase()}`)
+  const upper = [component, strict, strict.replaceAll('%2F', '/')]
+  return [...upper, ...upper.map((form) => form.replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase()))]
 }
 
 function unicodeEscape(char: string): string {

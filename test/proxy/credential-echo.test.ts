@@ -34,7 +34,7 @@ describe('echoableSecrets', () => {
   it('a bearer token; a Basic password and its encoded pair; nothing for forward_client or no auth', () => {
     expect(echoableSecrets({ bearer: 'tok-123' })).toEqual(['tok-123'])
     const encoded = Buffer.from('api:pw-456').toString('base64')
-    expect(echoableSecrets({ basic: { username: 'api', password: 'pw-456' } })).toEqual([encoded, encodeURIComponent(encoded), 'pw-456'])
+    expect(echoableSecrets({ basic: { username: 'api', password: 'pw-456' } })).toEqual([encoded, encodeURIComponent(encoded), encodeURIComponent(encoded).replaceAll('%3D', '%3d'), 'pw-456'])
     expect(echoableSecrets({ forward_client: true })).toEqual([])
     expect(echoableSecrets(undefined)).toEqual([])
   })
@@ -46,7 +46,11 @@ describe('echoForms', () => {
   })
 
   it('adds the JSON, PHP, Java/.NET and percent-encoded forms, each once', () => {
-    expect(echoForms(['a/b+"é'])).toEqual(['a/b+"é', 'a/b+\\"é', 'a\\/b+\\"é', 'a/b\\u002b\\"\\u00e9', 'a/b\\u002B\\"\\u00E9', 'a%2Fb%2B%22%C3%A9'])
+    const forms = echoForms(['a/b+"é!'])
+    expect(forms.slice(0, 5)).toEqual(['a/b+"é!', 'a/b+\\"é!', 'a\\/b+\\"é!', 'a/b\\u002b\\"\\u00e9!', 'a/b\\u002B\\"\\u00E9!'])
+    // encodeURIComponent, RFC 3986 strict, Python's quote (keeps "/"), in upper- and lowercase hex.
+    expect(forms.slice(5)).toEqual(['a%2Fb%2B%22%C3%A9!', 'a%2Fb%2B%22%C3%A9%21', 'a/b%2B%22%C3%A9%21', 'a%2fb%2b%22%c3%a9!', 'a%2fb%2b%22%c3%a9%21', 'a/b%2b%22%c3%a9%21'])
+    expect(new Set(forms).size).toBe(forms.length)
   })
 
   it('every form is found in a body: a JSON writer\'s output of the secret is cut whole', () => {

@@ -221,6 +221,13 @@ describe('an error answer that quotes the gateway credential in another form or 
     expect(answer.text).toBe('{"php":"Bearer [redacted]","dotnet":"Bearer [redacted]"}')
   })
 
+  // Session 23 diff review: only encodeURIComponent's uppercase form was searched.
+  it('percent-encoded as Python\'s quote writes it (keeping "/") and in lowercase hex: replaced', async () => {
+    const gw = await gatewayFor(await writingUpstream(() => 'python=ckpt/TOKEN%2B9012&lower=ckpt%2fTOKEN%2b9012'))
+    const answer = await exactRequest(gw.url, { method: 'GET', path: checkpointsPath, headers: { authorization: `Bearer ${key.token}` }, timeoutMs: 5000 })
+    expect(answer.text).toBe('python=[redacted]&lower=[redacted]')
+  })
+
   it('chat: a backend that gzips its 401 though asked for identity: sent decoded, the api_key replaced', async () => {
     const gw = await gatewayFor(await writingUpstream((auth) => `{"error":{"message":"Incorrect API key provided: ${auth}"}}`, true))
     const answer = await post(gw, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }] })
