@@ -7,6 +7,7 @@
 import type { Generation } from './generation.js'
 import type { PeerWaiter, SlotPeers } from './state/slot-peers.js'
 import { turnedAwayFirst } from './scheduling/admission.js'
+import { inTurn } from './state/wake-turns.js'
 
 /** `self` is read at call time: the generation does not exist yet when its peers are made. */
 export function generationPeers(self: () => Generation | null, live: () => readonly Generation[]): SlotPeers {
@@ -19,7 +20,9 @@ export function generationPeers(self: () => Generation | null, live: () => reado
       return count
     },
     freed(model) {
-      for (const other of live()) if (other !== self()) other.context.state.slots.get(model)?.wake()
+      inTurn(() => {
+        for (const other of live()) if (other !== self()) other.context.state.slots.get(model)?.wake()
+      })
     },
     keyHeld(keyId) {
       let count = 0

@@ -11,6 +11,7 @@ import type { RedisLink } from './redis-link.js'
 import { RedisUnavailable } from './redis-unavailable.js'
 import type { DepartureSignal, ModelSlots, SlotLease, SlotRequest } from './store.js'
 import type { Clock } from '../context.js'
+import type { WaiterRank } from '../scheduling/admission.js'
 
 const SYSTEM_CLOCK: Clock = { now: () => Date.now() }
 
@@ -205,6 +206,24 @@ export class FailoverModelSlots implements ModelSlots {
   wake(): void {
     this.#shared.wake()
     this.#local.wake()
+  }
+
+  /**
+   * A reload's generations serve and bound their local queues as one while
+   * Redis is away (generation-peers.ts), so they ask each other about them.
+   * The local queue is empty while Redis is up (its waiters move there), and
+   * Redis orders the shared queue itself.
+   */
+  headAhead(rank: WaiterRank): boolean {
+    return this.#local.headAhead?.(rank) === true
+  }
+
+  worstWaiter(): WaiterRank | undefined {
+    return this.#local.worstWaiter?.()
+  }
+
+  evictWorst(): void {
+    this.#local.evictWorst?.()
   }
 
   queueDepth(): number {

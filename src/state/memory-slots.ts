@@ -7,6 +7,7 @@ import { backendsWithRoom, comesBefore, decideArrival, peerEvictedInstead, remai
 import { WaitQueue, type QueueEntry } from '../scheduling/wait-queue.js'
 import { bodiesRefusal, slotRefusal } from './slot-refusals.js'
 import { observedLease } from './observed-lease.js'
+import { afterQueuedWakes } from './wake-turns.js'
 import { NO_EXCLUSIONS, type AdmissionObserver, type AdmissionRefused, type ModelSlots, type ModelSlotSettings, type SlotLease, type SlotRejection, type SlotRequest } from './store.js'
 
 interface Waiter extends QueueEntry {
@@ -165,8 +166,8 @@ export class MemoryModelSlots implements ModelSlots {
     for (let head = this.#queue.peek(); head !== undefined; head = this.#queue.peek()) {
       if (this.#peerAhead(head.priority, head.arrivedAt)) {
         this.#settings.onFreed?.()
-        // No progress there (its grant found no room after all): this head waits for the next release.
-        if (this.#queue.peek() === head && this.#peerAhead(head.priority, head.arrivedAt)) return
+        // That wake-up only queued (one is running, wake-turns.ts): this queue serves again after it.
+        if (this.#queue.peek() === head && this.#peerAhead(head.priority, head.arrivedAt)) return afterQueuedWakes(() => this.#serveQueue())
         continue
       }
       let lease: SlotLease | null

@@ -118,3 +118,28 @@ describe('FailoverModelSlots load (what the balancer weighs)', () => {
     local.close()
   })
 })
+
+// Regression (session 23 Redis review): a reload's two generations serve and bound their local
+// queues as one while Redis is away, by asking each other; FailoverModelSlots answered nothing, so
+// the other generation's waiters were never ahead, and never the worst.
+describe('FailoverModelSlots asked by another generation about its local queue', () => {
+  it('answers for its local queue: who is ahead, who is worst, and evicts that one', async () => {
+    const { local, slots } = setup()
+    const held = await slots.acquire(request())
+    const waiting = slots.acquire({ ...request(), priority: 5, arrivedAt: 100 })
+    expect(local.queueDepth()).toBe(1)
+
+    expect(slots.worstWaiter()).toMatchObject({ priority: 5, arrivedAt: 100 })
+    // Ahead of a worse rank only when it could be admitted now: not while the one slot is held.
+    expect(slots.headAhead({ priority: 9, arrivedAt: 200 })).toBe(false)
+    held.release()
+    await waiting.then((lease) => lease.release())
+    const again = await slots.acquire(request())
+    const queued = slots.acquire({ ...request(), priority: 5, arrivedAt: 300 })
+    slots.evictWorst()
+    await expect(queued).rejects.toMatchObject({ reason: 'queue_full' })
+    expect(slots.worstWaiter()).toBeUndefined()
+    again.release()
+    local.close()
+  })
+})

@@ -8,6 +8,7 @@ import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { buildMemoryState } from '../../src/state/memory-state.js'
 import { MemoryModelSlots } from '../../src/state/memory-slots.js'
 import type { SlotPeers } from '../../src/state/slot-peers.js'
+import { inTurn } from '../../src/state/wake-turns.js'
 import { AdmissionRefused, type ModelSlots } from '../../src/state/store.js'
 import { describeKeyLimiterContract } from './key-limiter.contract.js'
 import { describeModelSlotsContract, RecordingObserver } from './model-slots.contract.js'
@@ -180,9 +181,10 @@ describe('buildMemoryState', () => {
  * each counts the other's leases, wakes it when it frees a slot, and asks it who comes first.
  * `servingLimit`: the limit of the serving (fresh) generation, which the retiring one follows.
  */
-function twoGenerations(oldLimit: number, servingLimit: number, maxQueue = 10): { old: MemoryModelSlots; fresh: MemoryModelSlots } {
+function twoGenerations(oldLimit: number, servingLimit: number | (() => number), maxQueue = 10): { old: MemoryModelSlots; fresh: MemoryModelSlots } {
   const clock = { now: () => 0 }
   const pair: MemoryModelSlots[] = []
+  const serving = typeof servingLimit === 'number' ? () => servingLimit : servingLimit
   const settings = (self: number, limit: number) => ({
     model: 'm',
     backends: ['a'],
@@ -191,7 +193,7 @@ function twoGenerations(oldLimit: number, servingLimit: number, maxQueue = 10): 
     maxWaitMs: 60_000,
     usable: () => true,
     elsewhere: (backend: string) => pair[1 - self]!.inFlight(backend),
-    onFreed: () => pair[1 - self]!.wake(),
+    onFreed: () => inTurn(() => pair[1 - self]!.wake()),
     peerAhead: (rank: { priority: number; arrivedAt: number }) => pair[1 - self]!.headAhead(rank),
     peerQueued: () => pair[1 - self]!.queueDepth(),
     peerWorst: () => {
@@ -199,10 +201,10 @@ function twoGenerations(oldLimit: number, servingLimit: number, maxQueue = 10): 
       const rank = other.worstWaiter()
       return rank === undefined ? null : { rank, evict: () => other.evictWorst() }
     },
-    ...(self === 0 ? { limit: () => servingLimit } : {}),
+    limit: self === 0 ? serving : () => serving(),
   })
   pair.push(new MemoryModelSlots(settings(0, oldLimit), clock, new RecordingObserver()))
-  pair.push(new MemoryModelSlots(settings(1, servingLimit), clock, new RecordingObserver()))
+  pair.push(new MemoryModelSlots(settings(1, serving()), clock, new RecordingObserver()))
   return { old: pair[0]!, fresh: pair[1]! }
 }
 
@@ -246,6 +248,26 @@ describe('two generations of one model after a reload', () => {
     ;(await w1).release()
     await n1
     expect(granted).toEqual(['held', 'w1', 'w2', 'n1'])
+  })
+
+  // Session 23 diff review: each alternation between the generations nested one more call
+  // (serve, wake the other, serve, wake back), and 3,000 such waiters overflowed the stack.
+  it('a raised limit freeing thousands of slots for waiters that alternate between them: served in order, no deep recursion', async () => {
+    let limit = 1
+    const { old, fresh } = twoGenerations(1, () => limit, 20_000)
+    const granted: string[] = []
+    await ask(old, 'held', -1, 0, granted)
+    const waiters: Promise<unknown>[] = []
+    for (let i = 0; i < 5000; i++) {
+      waiters.push(ask(old, `o${i}`, 2 * i, 10 + i, granted))
+      waiters.push(ask(fresh, `f${i}`, 2 * i + 1, 10 + i, granted))
+    }
+    limit = 20_001
+    old.wake()
+    await Promise.all(waiters)
+    expect(granted).toHaveLength(10_001)
+    expect(granted.slice(0, 5)).toEqual(['held', 'o0', 'f0', 'o1', 'f1'])
+    expect(granted.at(-1)).toBe('f4999')
   })
 
   it('are bounded together by max_size: the newest of the worst priority in either is turned away', async () => {
