@@ -150,6 +150,9 @@ export class BackendMonitor {
     const reopensIn = ejectedUntil - this.#clock.now()
     if (reopensIn <= 0) return
     this.#after(reopensIn, () => {
+      // A timer may fire a millisecond before the clock reads the ejection's end: wait that out, or
+      // the backend stays out of the gauge (and unannounced) until something else publishes it.
+      if (backend.health.ejectedUntil === ejectedUntil && this.#clock.now() < ejectedUntil) return this.#publishWhenReopened(route, backend)
       const usable = this.#publish(route, backend)
       if (usable && backend.health.ejectedUntil === ejectedUntil) this.#logger.warn({ model: route.name, backend: backend.name, up: true, after: 'ejection ended' }, 'backend up')
     })

@@ -278,13 +278,14 @@ describe('an ejection that runs out before any check ends it', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     cleanups.push(() => new Promise<void>((resolve) => (server.close(() => resolve()), server.closeAllConnections())))
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-    const gw = await gateway({ retries: 0, health: { interval_ms: 1000, unhealthy_after: 3 }, backends: [{ url, name: 'b0' }] })
+    // unhealthy_after 10: the hung checks take ten intervals to mark it down, long after the ejection's one.
+    const gw = await gateway({ retries: 0, health: { interval_ms: 1000, unhealthy_after: 10 }, backends: [{ url, name: 'b0' }] })
     const up = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'b0' })
     expect(await pollUntil(async () => (await up()) === 1, 500)).not.toBeNull()
     checksHang = true
 
-    // Four 500s at once: the third ejects the backend, the fourth is the same incident.
-    await Promise.all([post(gw), post(gw), post(gw), post(gw)])
+    // Twelve 500s at once: the tenth ejects the backend, the rest are the same incident.
+    await Promise.all(Array.from({ length: 12 }, () => post(gw)))
     expect(await up()).toBe(0)
 
     const backUp = () => gw.logLines().filter((line) => line.msg === 'backend up' && line.backend === 'b0')
