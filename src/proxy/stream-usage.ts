@@ -59,7 +59,14 @@ const CONTENT_DELTA = /"(?:content|reasoning_content|reasoning)"\s*:\s*"[^"]|"to
 export function carriesContent(event: Buffer): boolean {
   return CONTENT_DELTA.test(event.toString('utf8'))
 }
-const TRAILING_NULL_USAGE = /,\s*"usage"\s*:\s*null\s*\}(?:\r\n\r\n|\n\n|\r\r)$/
+/**
+ * Between the members: JSON's whitespace, or a line break and the next
+ * line's `data:` (a backend may split one event's JSON over several data
+ * lines, which the SSE spec joins with a newline; a review saw the member
+ * left in when it began such a line).
+ */
+const GAP = String.raw`(?:\s|(?<=[\r\n])data: ?)*`
+const TRAILING_NULL_USAGE = new RegExp(String.raw`,${GAP}"usage"${GAP}:${GAP}null${GAP}\}(?:\r\n\r\n|\n\n|\r\r)$`)
 
 export interface EventVerdict {
   /** The event as the client gets it; null to drop it. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { carriesContent, inspectEvent, completionUsage } from '../../src/proxy/stream-usage.js'
+import { carriesContent, completionUsage, dataOf, inspectEvent } from '../../src/proxy/stream-usage.js'
 
 const header = '"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m"'
 const contentChunk = `data: {${header},"choices":[{"index":0,"delta":{"content":"tok0 "},"logprobs":null,"finish_reason":null}]}\n\n`
@@ -98,6 +98,17 @@ describe('inspectEvent', () => {
     const split = `data: {${header},\ndata: "choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}\n\n`
     expect(inspectEvent(event(split), true).forward?.toString('utf8')).toBe(split.replace(',"usage":null}', '}'))
     expect(inspectEvent(event(split), false).forward?.toString('utf8')).toBe(split)
+  })
+
+  // Session 23 stream review: the member was left in when it began a data line of its own.
+  it.each([
+    ['on its own data line', `data: {${header},"choices":[]\ndata: ,"usage":null}\n\n`],
+    ['after a comma that ends the line before', `data: {${header},"choices":[],\ndata: "usage":null}\n\n`],
+    ['with the brace on a line of its own', `data: {${header},"choices":[],\ndata:"usage":null\ndata: }\n\n`],
+  ])('strips a "usage":null that begins a data line (%s): the JSON the client reads is the backend\'s without it', (_name, split) => {
+    const forward = inspectEvent(event(split), true).forward!.toString('utf8')
+    expect(forward).not.toContain('usage')
+    expect(JSON.parse(dataOf(forward)!)).toEqual(JSON.parse(dataOf(split)!.replace(/,\s*"usage":null/, '')))
   })
 
   it('leaves "usage":null that is not the last member alone', () => {
