@@ -91,15 +91,15 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
   // Any answer's headers may quote the api_key the backend was sent (a debug echo): never the client's to see.
   withoutEchoedSecretsInHeaders(responseHeaders, answer.backend.echoableSecrets)
 
+  // Asked for identity and compressed anyway: neither a completion nor a stream the gateway can read
+  // (the relay spliced compressed bytes, and the client got a gzip label over a plain error event).
+  if (answer.statusCode === 200 && !isIdentityCoding(codingList(answer.headers['content-encoding']))) {
+    answer.call.drop()
+    settle(null)
+    reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
+    throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
+  }
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
-    // Asked for identity and compressed anyway: the relay would splice compressed bytes, and the
-    // client got a gzip label over the gateway's own plain error event. Not a stream it can pass on.
-    if (!isIdentityCoding(codingList(answer.headers['content-encoding']))) {
-      answer.call.drop()
-      settle(null)
-      reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
-      throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
-    }
     relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
     return reply
   }

@@ -1,5 +1,6 @@
 import { once } from 'node:events'
 import { createServer } from 'node:http'
+import { gzipSync } from 'node:zlib'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import { errors } from 'undici'
@@ -133,6 +134,25 @@ describe('chat through the gateway with the openai client', () => {
 
     expect(answer.status).toBe(200)
     expect(backend.received[0]?.headers['accept-encoding']).toBe('identity')
+  })
+
+  // One check for both kinds of answer since session 23 (a gzipped stream went out under its label).
+  it('a completion compressed anyway is a 502 upstream_bad_response, counted against the backend', async () => {
+    const completion = gzipSync(JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'stand-in-model', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }))
+    const server = createServer((req, res) => {
+      req.resume()
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': completion.length }).end(completion)
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    cleanups.push(() => new Promise<void>((resolve) => (server.close(() => resolve()), server.closeAllConnections())))
+    const gw = await gateway({ retries: 0, backends: [{ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, name: 'b' }] })
+
+    const answer = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages }) })
+
+    expect(answer.status).toBe(502)
+    expect(((await answer.json()) as { error: { code: string } }).error.code).toBe('upstream_bad_response')
+    await untilMetric(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'b', reason: 'bad_response' }, 1)
   })
 
   it('sends the backend api_key upstream, never the client token', async () => {
