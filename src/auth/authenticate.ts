@@ -97,11 +97,15 @@ async function findUser(encoded: string, authenticators: Authenticators, clientG
  * bytes must be UTF-8 (the charset the challenge names) without control
  * characters (RFC 7617): decoded leniently, invalid bytes all became U+FFFD
  * and matched each other, and scrypt's HMAC pads a short key with zeros, so
- * `pw` followed by NULs passed as `pw`.
+ * `pw` followed by NULs passed as `pw`. The encoding must be standard padded
+ * base64 in its one canonical form (RFC 7617 cites RFC 4648 §4): Node's
+ * decoder also takes it unpadded or with stray bits in the last character,
+ * so several header values would open the same account.
  */
 export function decodeBasic(encoded: string): { username: string; password: string } | null {
   if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) return null
   const bytes = Buffer.from(encoded, 'base64')
+  if (bytes.toString('base64') !== encoded) return null
   if (!isUtf8(bytes)) return null
   const text = bytes.toString('utf8')
   // eslint-disable-next-line no-control-regex

@@ -346,6 +346,16 @@ describe('decodeBasic', () => {
     for (const text of ['alice:pw\u0000', 'alice:pw\u0000\u0000', 'al\u0000ice:pw', 'alice:p\tw', 'alice:pw\u007f']) expect(decodeBasic(encode(text)), JSON.stringify(text)).toBeNull()
   })
 
+  it('refuses base64 other than the canonical padded form, which Node would decode to the same credentials', () => {
+    const canonical = encode('alice:pw')
+    expect(canonical).toBe('YWxpY2U6cHc=')
+    expect(decodeBasic(canonical)).toEqual({ username: 'alice', password: 'pw' })
+    for (const variant of ['YWxpY2U6cHc', 'YWxpY2U6cHd=', 'YWxpY2U6cHc==', 'YWxpY2U6cH=c', 'YWxpY2U6cHc=YQ==', 'YWxpY2U6_Hc=']) {
+      expect(Buffer.from(variant, 'base64').toString('utf8').startsWith('alice:'), variant).toBe(true)
+      expect(decodeBasic(variant), variant).toBeNull()
+    }
+  })
+
   it('refuses bytes that are not UTF-8, which a lenient decoding turned into the same U+FFFD', () => {
     expect(decodeBasic(encode(Buffer.concat([Buffer.from('alice:'), Buffer.from([0xff, 0xfe])])))).toBeNull()
     expect(decodeBasic(encode(Buffer.concat([Buffer.from('alice:'), Buffer.from([0xc3, 0x28])])))).toBeNull()
