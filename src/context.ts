@@ -11,7 +11,7 @@ import type { GatewayConfig } from './config/resolve.js'
 import { BearerKeyring } from './auth/bearer.js'
 import type { Authenticators } from './auth/authenticate.js'
 import { ProvenCredentials } from './auth/proven-credentials.js'
-import { createMetrics, type Metrics } from './metrics/registry.js'
+import { CHAT_BACKEND_FAILURES, PLATFORM_UPSTREAM_FAILURES, createMetrics, zeroUpstreamErrors, type Metrics } from './metrics/registry.js'
 import { buildModelRoutes, healthKnownTo, type ModelRoute } from './routing/model-route.js'
 import { BasicUserStore } from './auth/basic.js'
 import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
@@ -95,8 +95,10 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
       // 0 until a check confirms a new backend; an inherited one keeps what is known of it.
       metrics.backendUp.set({ model: route.name, backend: backend.name }, isConfirmedWith(backend.health, backend.shared, clock.now()) ? 1 : 0)
       metrics.inflightCounts.add(route.name, backend.name, 0)
+      zeroUpstreamErrors(metrics, route.name, backend.name, CHAT_BACKEND_FAILURES)
     }
   }
+  for (const upstream of upstreams.values()) zeroUpstreamErrors(metrics, '', upstream.name, PLATFORM_UPSTREAM_FAILURES)
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
   const state = overrides.state ?? buildAdmissionState(config, {
       usable,

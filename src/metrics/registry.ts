@@ -146,6 +146,16 @@ const REJECTION_REASONS = [
   'shutting_down',
 ] as const satisfies readonly (SlotRejection | KeyRejection | 'priority_forbidden')[]
 
+/** Why an attempt at a chat backend failed (README's metrics table). */
+export const CHAT_BACKEND_FAILURES = ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream', 'error_event', 'auth_refused'] as const
+/** The same for a platform upstream: its 5xx is the client's answer, and it sends no events. */
+export const PLATFORM_UPSTREAM_FAILURES = ['connect', 'timeout', 'reset', 'bad_response', 'mid_stream', 'auth_refused'] as const
+
+/** A configured backend's or upstream's failure series at 0, for the same reason as `zeroed`'s. */
+export function zeroUpstreamErrors(metrics: Metrics, model: string, backend: string, reasons: readonly string[]): void {
+  for (const reason of reasons) metrics.upstreamErrors.inc({ model, backend, reason }, 0)
+}
+
 /**
  * Each value's series at 0 from the start: an alert on `increase(…)` sees no
  * rise in a series that appears with its first count (the first bad reload,

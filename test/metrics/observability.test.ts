@@ -500,7 +500,10 @@ describe('/metrics after the mix', () => {
   })
 
   it('no upstream error was counted: a client abort is not a backend failure', () => {
-    expect(series(typed, 'sluice_upstream_errors_total', ['model', 'backend', 'reason'])).toEqual({})
+    // Every configured backend's and upstream's reasons are at 0 from the start (zeroed-counters.test.ts).
+    const counted = series(typed, 'sluice_upstream_errors_total', ['model', 'backend', 'reason'])
+    expect(Object.keys(counted)).toContain(`${MODEL}|${BACKEND}|reset`)
+    expect(Object.entries(counted).filter(([, value]) => value !== 0)).toEqual([])
   })
 
   it('no label value comes from raw request input', () => {
@@ -517,10 +520,10 @@ describe('/metrics after the mix', () => {
       // sluice_config_reloads_total, every result at 0 from the start.
       result: (v) => ['ok', 'invalid', 'failed'].includes(v),
       status: (v) => /^[1-5]\d\d$/.test(v),
-      // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts, chat-stream.ts).
+      // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts, chat-stream.ts, refused-credentials.ts).
       reason: (v) =>
         ['queue_full', 'queue_timeout', 'shutting_down', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden'].includes(v) ||
-        ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream', 'error_event'].includes(v),
+        ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream', 'error_event', 'auth_refused'].includes(v),
     }
     const histograms = new Set(typed.filter((f) => f.type === 'HISTOGRAM').map((f) => f.name))
     const isBucket = (name: string) => name.endsWith('_bucket') && histograms.has(name.slice(0, -'_bucket'.length))
