@@ -8,9 +8,10 @@
  * included (a re-serialized body rounded a seed past 2^53). The cost grows
  * with the members changed, not with the prompt: for a 100-byte body it is
  * what JSON.stringify cost (~11,000 instructions, `npm run bench --
- * instructions`), for a 200 KB one a fifteenth. When the bytes cannot be
- * laid out (a changed member the client sent twice), the body is
- * serialized instead.
+ * instructions`), for a 200 KB one a fifteenth. A changed member the
+ * client sent twice gets the new value in both places (serializing the
+ * parsed body instead rounded the rest's numbers). Only bytes that cannot
+ * be laid out, which the parser would have refused, are serialized.
  */
 import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from '../json/json-bytes.js'
 import { topLevelLayout, withoutByteOrderMark, type MemberSpan } from '../json/json-object-layout.js'
@@ -73,10 +74,8 @@ function spliced(raw: Buffer, diff: MemberDiff, changes: JsonObject): Buffer | n
   if (layout === null) return null
   const replaced: MemberSpan[] = []
   for (const name of diff.changed) {
-    const spans = layout.members.filter((member) => member.name === name)
-    // JSON.parse kept the last of a repeated name; the backend's parser might keep the first.
-    if (spans.length !== 1) return null
-    replaced.push(spans[0]!)
+    // Every occurrence of a repeated name gets the new value: the backend's parser may keep the first or the last.
+    for (const member of layout.members) if (member.name === name) replaced.push(member)
   }
   replaced.sort((a, b) => a.start - b.start)
   const parts: Buffer[] = []

@@ -418,6 +418,19 @@ describe('the body a backend receives', () => {
     ])
   })
 
+  // Regression (interface review, session 24): a model sent twice made the gateway serialize the parsed body, rounding the seed.
+  it('with a model sent twice, gives both the served name and leaves the rest as sent', async () => {
+    const backend = await recordingBackend()
+    const gw = await gateway({ backends: [{ url: backend.url }] })
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json', 'x-request-id': 'req-44' },
+      body: '{"model":"m","model":"m","seed":9007199254740993,"messages":[{"role":"user","content":"hi"}]}',
+    })
+    expect(response.status).toBe(200)
+    expect(backend.bodies).toEqual(['{"model":"stand-in-model","model":"stand-in-model","seed":9007199254740993,"messages":[{"role":"user","content":"hi"}],"request_id":"req-44"}'])
+  })
+
   it('adds stream_options for a stream that did not ask for usage, and the model when the client left it out', async () => {
     const backend = await recordingBackend()
     const gw = await gateway({ backends: [{ url: backend.url }] })
