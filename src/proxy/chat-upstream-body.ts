@@ -49,8 +49,8 @@ function memberDiff(sent: JsonObject, changes: JsonObject): MemberDiff | null {
     const value = changes[name]
     // JSON.stringify would leave such a member out; the splice cannot.
     if (value === undefined) return null
-    // A parsed JSON body holds no undefined: undefined means the client did not send it.
-    if (sent[name] === undefined) added.push(name)
+    // Own members only: `valueOf` or `toString` read through the prototype are not the client's.
+    if (!Object.hasOwn(sent, name)) added.push(name)
     else if (sent[name] !== value) changed.push(name)
   }
   return { added, changed }
@@ -75,7 +75,9 @@ function spliced(raw: Buffer, diff: MemberDiff, changes: JsonObject): Buffer | n
   const replaced: MemberSpan[] = []
   for (const name of diff.changed) {
     // Every occurrence of a repeated name gets the new value: the backend's parser may keep the first or the last.
+    const before = replaced.length
     for (const member of layout.members) if (member.name === name) replaced.push(member)
+    if (replaced.length === before) return null
   }
   replaced.sort((a, b) => a.start - b.start)
   const parts: Buffer[] = []

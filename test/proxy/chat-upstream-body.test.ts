@@ -38,6 +38,13 @@ describe('upstreamChatBody', () => {
     expect(upstreamChatBody(escaped.raw, escaped.sent, escapedUp).toString()).toBe('{"mod\\u0065l":"served","messages":[]}')
   })
 
+  // Found by the property below once duplicates stopped falling back to serializing: `valueOf` read
+  // through the prototype counted as a member the client sent, so the gateway's was dropped.
+  it("adds a member named like an Object.prototype method, which the client's body did not hold", () => {
+    const { raw, sent } = received('{"model":"m"}')
+    expect(text(upstreamChatBody(raw, sent, { valueOf: {}, toString: 1 }))).toBe('{"model":"m","valueOf":{},"toString":1}')
+  })
+
   it('forwards the bytes themselves when nothing changed', () => {
     const { raw, sent } = received('{"model":"m","request_id":"r"}')
     expect(upstreamChatBody(raw, sent, Object.assign({}, sent))).toBe(raw)
