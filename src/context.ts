@@ -98,7 +98,8 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
       zeroUpstreamErrors(metrics, route.name, backend.name, CHAT_BACKEND_FAILURES)
     }
   }
-  for (const upstream of upstreams.values()) zeroUpstreamErrors(metrics, '', upstream.name, PLATFORM_UPSTREAM_FAILURES)
+  // An upstream that gets the client's credentials has no auth_refused: its 401s are the client's.
+  for (const upstream of upstreams.values()) zeroUpstreamErrors(metrics, '', upstream.name, PLATFORM_UPSTREAM_FAILURES.filter((reason) => reason !== 'auth_refused' || !upstream.forwardsClient))
   const usable = (model: string, backend: string) => models.get(model)?.backends.find((b) => b.name === backend)?.usable(clock.now()) ?? false
   const state = overrides.state ?? buildAdmissionState(config, {
       usable,

@@ -59,7 +59,7 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   if (response === null) return reply
   if (response.statusCode < 200 || response.statusCode > 599) throw badStatus(ctx, upstream, response)
   // With forward_client the credentials refused are the client's own: its answer, not the operator's problem.
-  if (response.statusCode === 401 && !forwardsClient(upstream)) noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name, target: upstream }, request.facts.requestId, ctx.clock.now())
+  if (response.statusCode === 401 && !upstream.forwardsClient) noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name, target: upstream }, request.facts.requestId, ctx.clock.now())
   // An error answer or a redirect may quote the credential the gateway sent: read whole (such bodies are small) and cut out.
   if (bodyMayQuoteCredential(response.statusCode, call) && upstream.echoableSecrets.length > 0) return sendSearchedAnswer(ctx, request, reply, upstream, response, upstreamAbort.signal)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
@@ -198,8 +198,4 @@ function watchBody(ctx: GatewayContext, request: FastifyRequest, upstream: Upstr
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'mid_stream' })
     request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, error_code: failure.code, cause: causeOf(error) }, 'upstream failed mid-body')
   })
-}
-
-function forwardsClient(upstream: Upstream): boolean {
-  return upstream.settings.auth !== undefined && 'forward_client' in upstream.settings.auth
 }

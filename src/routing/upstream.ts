@@ -30,6 +30,11 @@ export class Upstream {
     })
   }
 
+  /** Whether the upstream gets the client's own credentials: its 401 is then about those, not the gateway's. */
+  get forwardsClient(): boolean {
+    return this.settings.auth !== undefined && 'forward_client' in this.settings.auth
+  }
+
   /** The request path appended to the upstream URL's own path. */
   pathFor(path: string): string {
     return `${this.#prefix}${path}`
