@@ -33,12 +33,21 @@ export function isRetryable(reason: UpstreamFailureReason): boolean {
   return reason === 'connect' || reason === 'reset'
 }
 
+/**
+ * On the gateway's 504s: the openai and Anthropic clients read it and do not
+ * repeat the request. They retry any 5xx twice by default, so a call to a
+ * backend slower than `first_byte_ms` took three times that, and a training
+ * job might be submitted again; the gateway does not retry a timeout itself
+ * for the same reason.
+ */
+const NO_CLIENT_RETRY = { 'x-should-retry': 'false' } as const
+
 export function upstreamError(reason: UpstreamFailureReason, target: string, cause: unknown): GatewayError {
   switch (reason) {
     case 'connect':
       return new GatewayError('upstream_unreachable', `Upstream ${target} is unreachable.`, { cause })
     case 'timeout':
-      return new GatewayError('upstream_timeout', `Upstream ${target} did not answer in time.`, { cause })
+      return new GatewayError('upstream_timeout', `Upstream ${target} did not answer in time.`, { cause, headers: { ...NO_CLIENT_RETRY } })
     case 'reset':
       return new GatewayError('upstream_bad_response', `Upstream ${target} closed the connection before answering.`, { cause })
     case 'bad_response':
@@ -48,7 +57,7 @@ export function upstreamError(reason: UpstreamFailureReason, target: string, cau
 
 /** A failure after the answer had begun (its headers were in): it was broken off, not refused. */
 export function brokenAnswerError(reason: UpstreamFailureReason, target: string, cause: unknown): GatewayError {
-  if (reason === 'timeout') return new GatewayError('upstream_timeout', `Upstream ${target} went silent in the middle of its answer.`, { cause })
+  if (reason === 'timeout') return new GatewayError('upstream_timeout', `Upstream ${target} went silent in the middle of its answer.`, { cause, headers: { ...NO_CLIENT_RETRY } })
   return new GatewayError('upstream_bad_response', `Upstream ${target} broke off its answer.`, { cause })
 }
 

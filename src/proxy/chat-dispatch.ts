@@ -33,6 +33,19 @@ export type AttemptOutcome = UpstreamFailureReason | 'status_5xx'
 /** Backend answers that mean "try another": it is overloaded or its proxy failed. */
 const RETRYABLE_STATUS = new Set([502, 503])
 
+/**
+ * The 5xx answers that count against a backend's health: it (or a proxy in
+ * front of it) could not serve at all. vLLM's own 500 is about the request
+ * it answers (a chat template or a tool parser that raised); a dead engine
+ * fails `/health` too. Counted, one request's 500 repeated by the openai
+ * client's two retries ejected a model's only backend: 503 for everyone
+ * until the next check (a client review, session 24). Envoy keeps the same
+ * line with its separate gateway-failure detection.
+ */
+export function isBackendFaultStatus(status: number): boolean {
+  return status === 502 || status === 503 || status === 504
+}
+
 export interface ChatDispatch {
   readonly now: () => number
   readonly route: ModelRoute
@@ -60,8 +73,10 @@ export interface ChatDispatch {
    * is whole: reported at the head, it cleared the failure count of a backend
    * whose every answer broke after its head (each broken answer counted one,
    * each next head reset it), and the backend was never taken out.
+   * `backendFault`: whether it counts against the backend's health (every
+   * failure but a 5xx answer outside `isBackendFaultStatus`).
    */
-  readonly onFailure: (backend: Backend, outcome: AttemptOutcome) => void
+  readonly onFailure: (backend: Backend, outcome: AttemptOutcome, backendFault: boolean) => void
   /** A failed attempt is followed by another (its only trace but the metric; a last failure is the request's error). */
   readonly onRetry: (backend: Backend, outcome: AttemptOutcome, error: unknown) => void
 }
@@ -105,7 +120,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       }
       const reason = classifyUpstreamFailure(error)
       // Before the slot is freed: a backend a refused connection ejects is not handed to the next waiter.
-      job.onFailure(backend, reason)
+      job.onFailure(backend, reason, true)
       lease.release()
       const next = isRetryable(reason) ? await retryOn(tried, attempt, reason === 'connect') : null
       if (next === null) throw upstreamError(reason, `backend "${backend.name}"`, error)
@@ -113,7 +128,7 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       lease = next
       continue
     }
-    if (response.statusCode >= 500) job.onFailure(backend, 'status_5xx')
+    if (response.statusCode >= 500) job.onFailure(backend, 'status_5xx', isBackendFaultStatus(response.statusCode))
     let next: SlotLease | null
     try {
       next = RETRYABLE_STATUS.has(response.statusCode) ? await retryOn(tried, attempt) : null

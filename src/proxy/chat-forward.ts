@@ -70,9 +70,9 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
         request.facts.queueWaitMs = at.queueWaitMs
       },
       now: () => ctx.clock.now(),
-      onFailure: (backend, outcome) => {
+      onFailure: (backend, outcome, backendFault) => {
         ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: backend.name, reason: outcome })
-        ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome), outcome)
+        if (backendFault) ctx.monitor.reportFailure(job.route, backend, passiveFailureOf(outcome), outcome)
       },
       onRetry: (backend, outcome, error) => {
         request.log.warn({ request_id: job.requestId, model: job.route.name, backend: backend.name, reason: outcome, cause: causeOf(error) }, 'backend attempt failed; trying another backend')

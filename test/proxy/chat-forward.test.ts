@@ -206,6 +206,24 @@ describe('backend failures', () => {
     expect(ours).toHaveBeenCalledTimes(1)
   })
 
+  // Regression (client review, session 24): the openai client retried the 504 twice by default, three
+  // times first_byte_ms in all, each retry sending the prompt to the slow backend again.
+  it("a 504 says x-should-retry: false, and the openai client's default retries leave it at one call", async () => {
+    const backend = await cleanups.standIn({ fail: 'hang' })
+    const gw = await gateway({ timeouts: { first_byte_ms: 50 }, backends: [{ url: backend.url }] })
+    const retrying = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key.token, maxRetries: 2 })
+
+    const failure = await retrying.chat.completions.create({ model: 'm', messages }).then(
+      () => null,
+      (error: unknown) => error,
+    )
+
+    expect(failure).toBeInstanceOf(OpenAI.APIError)
+    expect((failure as InstanceType<typeof OpenAI.APIError>).status).toBe(504)
+    expect((failure as InstanceType<typeof OpenAI.APIError>).headers?.get('x-should-retry')).toBe('false')
+    expect(backend.received).toHaveLength(1)
+  })
+
   it('retries another backend when the first hangs up before answering', async () => {
     const broken = await cleanups.standIn({ fail: 'close_before_headers' })
     const healthy = await cleanups.standIn()

@@ -264,16 +264,49 @@ describe('a backend whose every answer breaks after it started', () => {
   })
 })
 
+// Regression (client review, session 24): the openai client's two default retries of one request that
+// vLLM answers 500 (a template or tool parser raising) ejected the model's only backend: 503 for everyone.
+describe("a backend's 500 answers", () => {
+  it('are passed on and counted, but do not take the backend out; its 502s do', async () => {
+    let status = 500
+    const backend = await tinyServer((_req, res) => {
+      const body = JSON.stringify({ error: { message: 'tool parser raised', type: 'InternalServerError', param: null, code: status } })
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+    })
+    const gw = await gateway({ retries: 0, health: { interval_ms: 60_000, unhealthy_after: 3 }, backends: [{ url: backend.url, name: 'only' }] })
+    const up = () => scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'only' })
+    await until(async () => (await up()) === 1, 'the first check to confirm the backend')
+
+    const answers = []
+    for (let i = 0; i < 5; i++) answers.push(await post(gw))
+    expect(answers.map((a) => a.status)).toEqual([500, 500, 500, 500, 500])
+    expect(JSON.parse(answers[0]!.text)).toMatchObject({ error: { message: 'tool parser raised' } })
+    expect(backend.chatRequests()).toBe(5)
+    expect(await up()).toBe(1)
+    expect(await scrapeMetric(gw.url, 'sluice_upstream_errors_total', { model: 'm', backend: 'only', reason: 'status_5xx' })).toBe(5)
+    expect(gw.logLines().filter((line) => line.msg === 'backend down')).toEqual([])
+
+    // The same backend answering 502 (its proxy failing) is out after unhealthy_after of them.
+    status = 502
+    const bad = []
+    for (let i = 0; i < 3; i++) bad.push(await post(gw))
+    expect(bad.map((a) => a.status)).toEqual([502, 502, 502])
+    expect(await up()).toBe(0)
+    expect((await post(gw)).status).toBe(503)
+    expect(backend.chatRequests()).toBe(8)
+  })
+})
+
 describe('an ejection that runs out before any check ends it', () => {
   // Session 23: the backend went back into rotation silently; the log read "down … down … up" for a dead one.
   it('is logged as the backend coming back, once for the incident', async () => {
     let checksHang = false
     const hung: ServerResponse[] = []
-    // Chat answers 500; /health passes until told to hang: then the checks neither pass nor fail in time.
+    // Chat answers 502; /health passes until told to hang: then the checks neither pass nor fail in time.
     const server = createServer((req, res) => {
       if (req.url === '/health' && checksHang) return void hung.push(res)
       req.resume()
-      res.writeHead(req.url === '/health' ? 200 : 500, { 'content-length': 0 }).end()
+      res.writeHead(req.url === '/health' ? 200 : 502, { 'content-length': 0 }).end()
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     cleanups.push(() => new Promise<void>((resolve) => (server.close(() => resolve()), server.closeAllConnections())))
@@ -284,7 +317,7 @@ describe('an ejection that runs out before any check ends it', () => {
     expect(await pollUntil(async () => (await up()) === 1, 500)).not.toBeNull()
     checksHang = true
 
-    // Twelve 500s at once: the tenth ejects the backend, the rest are the same incident.
+    // Twelve 502s at once: the tenth ejects the backend, the rest are the same incident.
     await Promise.all(Array.from({ length: 12 }, () => post(gw)))
     expect(await up()).toBe(0)
 
