@@ -62,6 +62,7 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   if (response.statusCode === 401 && !upstream.forwardsClient) noteRefusedCredentials(ctx.metrics, request.log, { model: '', backend: upstream.name, target: upstream }, request.facts.requestId, ctx.clock.now())
   // An error answer or a redirect may quote the credential the gateway sent: read whole (such bodies are small) and cut out.
   if (bodyMayQuoteCredential(response.statusCode, call) && upstream.echoableSecrets.length > 0) return sendSearchedAnswer(ctx, request, reply, upstream, response, upstreamAbort.signal)
+  if (response.statusCode === 204 || response.statusCode === 304) return sendBodiless(request, reply, upstream, response)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
   const headers = responseHeadersFromUpstream(response.headers)
   // A success's body is the client's data, never searched; its headers (a debug echo) are the operator's business.
@@ -84,6 +85,26 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
 }
 
 const NOTHING = Buffer.alloc(0)
+
+/**
+ * A 204 or a 304: no body follows, whatever Content-Length says (a 304's is
+ * the selected representation's size, RFC 9110 §8.6, and goes on; a 204
+ * must not carry one). Piped like a body, undici read the missing bytes as
+ * a body cut short: the client got nothing, and the access line said 304.
+ */
+function sendBodiless(request: FastifyRequest, reply: FastifyReply, upstream: Upstream, response: Dispatcher.ResponseData): FastifyReply {
+  // Read to its (empty) end, which leaves the upstream connection reusable; destroying it closed the connection.
+  response.body.dump().catch(() => undefined)
+  const headers = responseHeadersFromUpstream(response.headers)
+  withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
+  const length = response.headers['content-length']
+  if (length !== undefined && response.statusCode === 304) headers['content-length'] = length
+  headers['x-request-id'] = request.facts.requestId
+  reply.hijack()
+  reply.raw.writeHead(response.statusCode, headers)
+  reply.raw.end()
+  return reply
+}
 
 /**
  * Whether an answer's body is the upstream's own words (an error, a

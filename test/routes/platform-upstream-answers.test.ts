@@ -5,7 +5,7 @@
  * port 0 (node:http, or a raw socket where node:http would refuse to write
  * the answer) and a gateway in front of it.
  */
-import type { ServerResponse } from 'node:http'
+import { Agent, request as httpRequest, type ServerResponse } from 'node:http'
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { RecordingServer, type RecordedRequest } from '../../src/dev/recording-server.js'
@@ -210,6 +210,40 @@ describe("the upstream's Content-Length", () => {
     expect(chunked.headers['content-length']).toBeUndefined()
     expect(chunked.headers['transfer-encoding']).toBe('chunked')
     expect(chunked.text).toBe(body)
+  })
+})
+
+// Regression (platform review, session 24): a 304 carrying Content-Length reached the client as nothing at
+// all (undici read the missing bytes as a body cut short), while its access line said 304.
+describe('an upstream answer that has no body by its status', () => {
+  it.each([
+    { status: '304 Not Modified', code: 304, length: '7' },
+    { status: '204 No Content', code: 204, length: undefined },
+  ])('$status with a Content-Length of 7 is passed on as a head, and the client connection goes on', async ({ status, code, length }) => {
+    const upstream = await tcpUpstream((socket) => socket.write(`HTTP/1.1 ${status}\r\nETag: "v1"\r\nContent-Length: 7\r\n\r\n`))
+    const gw = await gatewayFor(upstream.url)
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    cleanups.push(() => agent.destroy())
+    const get = (path: string) =>
+      new Promise<{ status: number; headers: Record<string, unknown>; body: string; socket: unknown }>((resolve, reject) => {
+        const req = httpRequest(`${gw.url}${path}`, { agent, headers: { authorization: `Bearer ${key.token}` } }, (res) => {
+          let body = ''
+          res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk))
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body, socket: req.socket }))
+        })
+        req.on('error', reject).end()
+      })
+
+    const answer = await get(LISTING)
+    expect(answer).toMatchObject({ status: code, body: '' })
+    expect(answer.headers.etag).toBe('"v1"')
+    expect(answer.headers['content-length']).toBe(length)
+    expect(answer.headers['x-request-id']).toEqual(expect.any(String))
+    const after = await get('/healthz')
+    expect(after.status).toBe(200)
+    expect(after.socket).toBe(answer.socket)
+    expect(await accessLine(gw)).toMatchObject({ status: code, error_code: null })
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total')).toBe(0)
   })
 })
 
