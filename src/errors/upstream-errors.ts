@@ -17,10 +17,20 @@ function errorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined
 }
 
+/**
+ * undici's words when it drops a connection over what came back, not over
+ * a hang-up: an interim 100 nobody asked for (RFC 9110 says a client must
+ * skip 1xx answers; undici refuses that one), an upgrade, bytes with no
+ * request. Classed as a reset, they were answered "closed the connection
+ * before answering" and retried (a platform review).
+ */
+const REFUSED_ANSWER_MESSAGES = new Set(['bad response', 'bad upgrade'])
+
 export function classifyUpstreamFailure(error: unknown): UpstreamFailureReason {
   const code = errorCode(error)
   if (code !== undefined && CONNECT_CODES.has(code)) return 'connect'
   if (code !== undefined && TIMEOUT_CODES.has(code)) return 'timeout'
+  if (code === 'UND_ERR_SOCKET' && REFUSED_ANSWER_MESSAGES.has((error as Error).message)) return 'bad_response'
   if (code !== undefined && RESET_CODES.has(code)) return 'reset'
   return 'bad_response'
 }

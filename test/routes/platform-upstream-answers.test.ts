@@ -213,6 +213,19 @@ describe("the upstream's Content-Length", () => {
   })
 })
 
+// Regression (platform review, session 24): undici refuses an interim 100 nobody asked for, and the
+// 502 said the upstream had "closed the connection before answering".
+describe('an upstream that sends an interim 100 Continue nobody asked for', () => {
+  it('is a 502 upstream_bad_response that says the answer was broken, counted bad_response', async () => {
+    const upstream = await tcpUpstream((socket) => socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}'))
+    const gw = await gatewayFor(upstream.url)
+    const answer = await exactRequest(gw.url, { method: 'GET', path: LISTING, headers: { authorization: `Bearer ${key.token}` } })
+    expect(answer.status).toBe(502)
+    expect(expectErrorBody(answer)).toMatchObject({ code: 'upstream_bad_response', message: 'Upstream "checkpoints" sent a broken response.' })
+    expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { backend: 'checkpoints', reason: 'bad_response' })).toBe(1)
+  })
+})
+
 // Regression (platform review, session 24): a 304 carrying Content-Length reached the client as nothing at
 // all (undici read the missing bytes as a body cut short), while its access line said 304.
 describe('an upstream answer that has no body by its status', () => {
