@@ -71,9 +71,14 @@ export function brokenAnswerError(reason: UpstreamFailureReason, target: string,
   return new GatewayError('upstream_bad_response', `Upstream ${target} broke off its answer.`, { cause })
 }
 
-/** An answer over `server.answer_limit_bytes`: the target did nothing wrong, the gateway will not hold that much. */
-export function answerTooLargeError(target: string, limitBytes: number, cause: unknown): GatewayError {
-  const message = `Upstream ${target} sent an answer larger than ${limitBytes} bytes, the most this gateway holds (server.answer_limit_bytes); ask for a stream instead.`
+/**
+ * An answer over `server.answer_limit_bytes`: the target did nothing wrong,
+ * the gateway will not hold that much. `remedy`: what the client can do
+ * (a chat client can ask for a stream; a platform route has none, and was
+ * told to).
+ */
+export function answerTooLargeError(target: string, limitBytes: number, cause: unknown, remedy: string): GatewayError {
+  const message = `Upstream ${target} sent an answer larger than ${limitBytes} bytes, the most this gateway holds (server.answer_limit_bytes); ${remedy}.`
   return new GatewayError('upstream_bad_response', message, { cause })
 }
 

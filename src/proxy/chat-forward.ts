@@ -114,7 +114,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     if (error instanceof AnswerTooLargeError) {
       // The backend did nothing wrong: the answer is more than this gateway holds.
       ctx.metrics.upstreamErrors.inc({ model: job.route.name, backend: answer.backend.name, reason })
-      throw answerTooLargeError(`backend "${answer.backend.name}"`, error.limitBytes, error)
+      throw answerTooLargeError(`backend "${answer.backend.name}"`, error.limitBytes, error, 'ask for a stream instead')
     }
     reportBrokenAnswer(ctx, job.route, answer, reason)
     throw brokenAnswerError(reason, `backend "${answer.backend.name}"`, error)

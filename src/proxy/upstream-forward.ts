@@ -132,7 +132,7 @@ async function sendSearchedAnswer(ctx: GatewayContext, request: FastifyRequest, 
     // The client left (nothing to answer), or a shutdown cut the request off (it is told why).
     if (clientGone.reason instanceof GatewayError) throw clientGone.reason
     if (clientGone.aborted) return reply
-    if (error instanceof AnswerTooLargeError) throw answerTooLargeError(`"${upstream.name}"`, error.limitBytes, error)
+    if (error instanceof AnswerTooLargeError) throw answerTooLargeError(`"${upstream.name}"`, error.limitBytes, error, `this ${response.statusCode} answer is read whole to search it for the gateway's credential, so its operator would have to raise that limit`)
     const reason = classifyUpstreamFailure(error)
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'mid_stream' })
     throw brokenAnswerError(reason, `"${upstream.name}"`, error)

@@ -213,6 +213,25 @@ describe("the upstream's Content-Length", () => {
   })
 })
 
+// Regression (platform review, session 24): the 502 told an object-read client to "ask for a stream instead".
+describe('an upstream error answer larger than server.answer_limit_bytes', () => {
+  it('is a 502 that says why it was read whole, and offers no stream', async () => {
+    const upstream = await httpUpstream((res) => res.writeHead(500, { 'content-type': 'text/plain' }).end('x'.repeat(5000)))
+    const gw = await cleanups.gateway({
+      server: { answer_limit_bytes: 4096 },
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+      upstreams: { checkpoints: { url: upstream.url, auth: { bearer: 'upstream-secret-token' } } },
+    })
+    const answer = await exactRequest(gw.url, { method: 'GET', path: LISTING, headers: { authorization: `Bearer ${key.token}` } })
+    expect(answer.status).toBe(502)
+    const error = expectErrorBody(answer)
+    expect(error.message).toContain('server.answer_limit_bytes')
+    expect(error.message).toContain('this 500 answer is read whole')
+    expect(error.message).not.toContain('ask for a stream')
+  })
+})
+
 // Regression (platform review, session 24): undici refuses an interim 100 nobody asked for, and the
 // 502 said the upstream had "closed the connection before answering".
 describe('an upstream that sends an interim 100 Continue nobody asked for', () => {
