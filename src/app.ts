@@ -21,6 +21,7 @@ import { registerPlatformRoutes } from './routes/platform.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 import { sendContinue } from './auth/expect-continue.js'
 import { isDiscardable } from './unread-body.js'
+import { isValidHostHeader } from './host-header.js'
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void
 
@@ -83,6 +84,10 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     if (request.raw.httpVersionMinor === 1 && request.headers.host === undefined) {
       // Malformed like what Node's parser refuses, and answered the same way: the connection goes.
       done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).', { headers: CLOSES }))
+      return
+    }
+    if (!isValidHostHeader(request.headers.host, request.raw.rawHeaders)) {
+      done(new GatewayError('malformed_http', 'A request must carry one Host header, host[:port] (RFC 9112 §3.2).', { headers: CLOSES }))
       return
     }
     if (draining && request.facts.route !== 'service') {

@@ -133,7 +133,12 @@ const TRICKS: Record<string, Trick[]> = {
     trick('Host: evil.example', { target: '/obj/read', as: 'objects', host: 'Host: evil.example\r\n' }, [200], 'objects'),
     trick("Host: an upstream's own address", { target: '/v1/preview/training-jobs', as: 'training', host: 'Host: 127.0.0.1:9\r\n' }, [200], 'training'),
     trick('no Host (HTTP/1.1 requires one)', { target: '/obj/read', as: 'objects', host: '' }, [400]),
-    trick('two Host headers', { target: '/v1/chat/completions', as: 'chat', host: 'Host: gateway.test\r\nHost: evil.example\r\n' }, [200], 'chat'),
+    // RFC 9112 §3.2: 400 for two Host lines or a value that is not host[:port] (a platform review, session 24).
+    trick('two Host headers', { target: '/v1/chat/completions', as: 'chat', host: 'Host: gateway.test\r\nHost: evil.example\r\n' }, [400]),
+    trick('two Host headers, the same value', { target: '/obj/read', as: 'objects', host: 'Host: gateway.test\r\nhost: gateway.test\r\n' }, [400]),
+    trick('Host with a space', { target: '/obj/read', as: 'objects', host: 'Host: a b\r\n' }, [400]),
+    trick('Host with userinfo and a path', { target: '/v1/preview/training-jobs', as: 'training', host: 'Host: a@b/../x\r\n' }, [400]),
+    trick('Host as an IPv6 literal with a port', { target: '/obj/read', as: 'objects', host: 'Host: [::1]:8080\r\n' }, [200], 'objects'),
     trick('an empty Host', { target: '/obj/read', as: 'objects', host: 'Host: \r\n' }, [200], 'objects'),
     trick('HTTP/1.0 with no Host', { target: '/v1/preview/training-jobs', as: 'training', host: '', version: 'HTTP/1.0' }, [200], 'training'),
     trick('X-Forwarded-Host, Forwarded and X-Original-URL are not passed on or obeyed', {
