@@ -69,7 +69,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
       const refusal = tooLong
         ? new GatewayError('uri_too_long', 'A path segment is longer than this gateway accepts.')
-        : new GatewayError('invalid_url', 'The URL is not valid: check its percent-encoding.')
+        : new GatewayError('invalid_url', badUrlMessage(request.raw.url ?? ''))
       return sendError(request, reply, refusal)
     },
   })
@@ -128,6 +128,17 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
 
 /** An answer's header that closes the connection after it. */
 const CLOSES = { connection: 'close' } as const
+
+/**
+ * The router refuses a target it cannot decode, and an absolute-form one
+ * with a fragment (find-my-way's own rule; in origin form `#…` is read as
+ * a query and dropped): the second was told to check its percent-encoding
+ * (a platform review).
+ */
+function badUrlMessage(url: string): string {
+  if (url.includes('#')) return 'The URL is not valid: a request target carries no fragment (#…); leave it out.'
+  return 'The URL is not valid: check its percent-encoding.'
+}
 
 /** Every method a route here is served for (HEAD with each GET). */
 const SERVED_METHODS = ['GET', 'HEAD', 'POST'] as const

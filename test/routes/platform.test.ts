@@ -586,6 +586,16 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     expect(checkpoints.received.length).toBe(before)
   })
 
+  // Regression (platform review, session 24): an absolute-form target with a fragment, which the router
+  // refuses, was told to check its percent-encoding.
+  it('an absolute-form target with a fragment is 400 saying so', async () => {
+    const before = checkpoints.received.length
+    const answer = await getPath(gw, 'http://gateway.test/v1/preview/models/a/checkpoints#x')
+    expectGatewayError(answer, 400, { type: 'invalid_request_error', code: 'invalid_url' })
+    expect(JSON.parse(answer.text).error.message).toContain('fragment')
+    expect(checkpoints.received.length).toBe(before)
+  })
+
   // Regression: an over-long path segment reaches the route, so credentials are checked first (DESIGN.md), then model_id.
   it('a 5000-character model_id is answered in the error shape: 400 (param null: a path segment), 401 without credentials', async () => {
     const before = checkpoints.received.length
