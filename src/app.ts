@@ -10,14 +10,15 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { GatewayContext } from './context.js'
 import { recordOnClose } from './access-log.js'
 import { shownPath, targetPath } from './target-path.js'
-import { errorHandler, sendError } from './errors/error-handler.js'
+import { errorHandler, sendError, toGatewayError } from './errors/error-handler.js'
 import { GatewayError } from './errors/gateway-error.js'
 import { newRequestFacts, type RequestFacts } from './request-facts.js'
 import { isValidRequestId } from './schemas/request-id.js'
 import { registerChatRoutes } from './routes/chat.js'
 import { registerModelRoutes } from './routes/models.js'
 import { registerServiceRoutes } from './routes/service.js'
-import { registerPlatformRoutes } from './routes/platform.js'
+import { PLATFORM_ROUTES, registerPlatformRoutes } from './routes/platform.js'
+import { requireAuth, type CredentialCheck } from './auth/require-auth.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 import { sendContinue } from './auth/expect-continue.js'
 import { isDiscardable } from './unread-body.js'
@@ -36,6 +37,7 @@ export interface GatewayApp {
 export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
   let draining = false
   let handle: RequestHandler | null = null
+  const checkpointsCredentials = unroutableCheckpointsCheck(ctx)
   const app = Fastify({
     // The listener belongs to server.ts; fastify gets a server it never listens on.
     serverFactory: (handler) => {
@@ -62,7 +64,10 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     return503OnClosing: false,
     // Requests the router refuses before any hook runs still get the DESIGN.md shape and a log line.
     frameworkErrors: (error, request, reply) => {
-      request.facts = newRequestFacts('unknown', request.id)
+      // DESIGN.md checks credentials and scope before the body and query: a checkpoint listing whose
+      // model_id the router cannot decode is still that route's, and its client is checked first.
+      const checkpoints = checkpointsCredentials !== null && CHECKPOINTS_TARGET.test(targetPath(request.raw.url ?? ''))
+      request.facts = newRequestFacts(checkpoints ? 'checkpoints' : 'unknown', request.id)
       recordOnClose(ctx.metrics, request, reply)
       reply.header('x-request-id', request.id)
       // Only when Node's header limit is raised past maxParamLength (--max-http-header-size): a route's own checks answer first otherwise.
@@ -70,7 +75,8 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       const refusal = tooLong
         ? new GatewayError('uri_too_long', 'A path segment is longer than this gateway accepts.')
         : new GatewayError('invalid_url', badUrlMessage(request.raw.url ?? ''))
-      return sendError(request, reply, refusal)
+      if (!checkpoints) return sendError(request, reply, refusal)
+      checkpointsCredentials(request, reply, (failure) => void sendError(request, reply, failure === undefined ? refusal : toGatewayError(failure)))
     },
   })
 
@@ -128,6 +134,16 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
 
 /** An answer's header that closes the connection after it. */
 const CLOSES = { connection: 'close' } as const
+
+/** The checkpoint listing's path, any model_id (trailing slash ignored, as the router does). */
+const CHECKPOINTS_TARGET = /^\/v1\/preview\/models\/[^/]*\/checkpoints\/?$/
+
+/** The checkpoint listing's credential check, or null when no upstream serves it (that route is a 404 before credentials). */
+function unroutableCheckpointsCheck(ctx: GatewayContext): CredentialCheck | null {
+  const route = PLATFORM_ROUTES.find((r) => r.family === 'checkpoints')
+  if (route === undefined || !ctx.upstreams.has(route.upstream)) return null
+  return requireAuth(ctx.authenticators, route.auth, ctx.config.server.body_limit_bytes)
+}
 
 /**
  * The router refuses a target it cannot decode, and an absolute-form one

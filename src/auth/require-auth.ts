@@ -6,7 +6,7 @@
  * connection already proved is not checked again (proven-credentials.ts).
  */
 import type { ServerResponse } from 'node:http'
-import type { FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Authenticators } from './authenticate.js'
 import { admitted, authenticate, duplicateCredentials, InsufficientScopeError } from './authenticate.js'
 import type { AuthRequirement, Principal } from './principal.js'
@@ -14,8 +14,11 @@ import { sendContinue } from './expect-continue.js'
 import { ClientLeftError, DerivationsBusyError } from './derivation-limiter.js'
 import { GatewayError } from '../errors/gateway-error.js'
 
+/** An `onRequest` hook, callable outside one too (app.ts, for a target the router refused). */
+export type CredentialCheck = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void
+
 /** `bodyLimitBytes`: a client waiting for "100 Continue" is told to send a body up to this size once its credentials passed. */
-export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement, bodyLimitBytes: number): onRequestHookHandler {
+export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement, bodyLimitBytes: number): CredentialCheck {
   // Callback style: a Bearer check is synchronous, so no promise is made for it.
   return (request, reply, done) => {
     if (countAuthorizationHeaders(request.raw.rawHeaders) > 1) {

@@ -586,6 +586,20 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     expect(checkpoints.received.length).toBe(before)
   })
 
+  // Regression (design review, session 24): the router's 400 came before credentials and scope, against
+  // DESIGN.md's order, although the path is the checkpoint listing's.
+  it('a model_id the router cannot decode is still 401 without credentials and 403 without the scope', async () => {
+    const before = checkpoints.received.length
+    for (const path of ['/v1/preview/models/%ZZ/checkpoints', '/v1/preview/models/%E0%A4%A/checkpoints/']) {
+      const anonymous = await rawRequest(gw.url, { path })
+      expectGatewayError(anonymous, 401, { type: 'authentication_error', code: 'missing_credentials' })
+      expect(anonymous.headers['www-authenticate']).toMatch(/^Bearer/)
+      expectGatewayError(await getPath(gw, path, `Bearer ${chatKey.token}`), 403, { type: 'permission_error' })
+      expectGatewayError(await getPath(gw, path), 400, { type: 'invalid_request_error', code: 'invalid_url' })
+    }
+    expect(checkpoints.received.length).toBe(before)
+  })
+
   // Regression (platform review, session 24): an absolute-form target with a fragment, which the router
   // refuses, was told to check its percent-encoding.
   it('an absolute-form target with a fragment is 400 saying so', async () => {
