@@ -45,7 +45,7 @@ const CREDENTIAL_KEYS = new Set(['api_key', 'bearer', 'password', 'redis_url'])
  * unquoted value with a comma in a flow mapping (`{ api_key: sk-a,b }`)
  * ends at the comma, and YAML reads the rest as a key (a security review).
  */
-function unknownKey(path: string, name: string, known: readonly string[]): { path: string; message: string } {
+function unknownKey(path: string, name: string, known: readonly string[], holder: unknown): { path: string; message: string } {
   if (/[:\s]/.test(name)) {
     return { path: join(path, '<key with ":" or a space>'), message: `${UNKNOWN_KEY} (a "name:value" with no space after the colon is read as one key; its text is not shown, as it may hold a secret)` }
   }
@@ -53,10 +53,21 @@ function unknownKey(path: string, name: string, known: readonly string[]): { pat
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) return { path: join(path, '<key with a control character>'), message: UNKNOWN_KEY }
   const hint = didYouMean(name, known)
-  if (hint === '' && known.some((key) => CREDENTIAL_KEYS.has(key))) {
+  if (hint === '' && holdsCredential(holder, known)) {
     return { path: join(path, '<unknown key>'), message: `${UNKNOWN_KEY} (its name is not shown: beside a credential it may be part of one, such as an unquoted value cut at a comma; quote such values)` }
   }
   return { path: join(path, name), message: `${UNKNOWN_KEY}${hint}` }
+}
+
+/**
+ * Whether the object the unknown key is in holds a credential. Asked of
+ * the schema alone, every unknown key of a backend or `state` was hidden,
+ * with none beside it, and two read the same (a design review); without
+ * the object (a validator not run verbose), the schema answers.
+ */
+function holdsCredential(holder: unknown, known: readonly string[]): boolean {
+  if (typeof holder !== 'object' || holder === null) return known.some((key) => CREDENTIAL_KEYS.has(key))
+  return Object.keys(holder).some((key) => CREDENTIAL_KEYS.has(key))
 }
 
 function describe(error: ErrorObject): { path: string; message: string } {
@@ -66,7 +77,7 @@ function describe(error: ErrorObject): { path: string; message: string } {
     case 'required':
       return { path: join(path, String(params.missingProperty)), message: 'is required' }
     case 'additionalProperties':
-      return unknownKey(path, String(params.additionalProperty), Object.keys(error.parentSchema?.properties ?? {}))
+      return unknownKey(path, String(params.additionalProperty), Object.keys(error.parentSchema?.properties ?? {}), error.data)
     case 'type': {
       const types = Array.isArray(params.type) ? params.type : String(params.type).split(',')
       return { path, message: `must be ${types.map(article).join(' or ')}${given(error.data)}` }

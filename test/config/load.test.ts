@@ -345,6 +345,18 @@ models:
     expect(JSON.stringify(upstream)).not.toContain('Secret5353')
   })
 
+  // Regression (design review, session 24): asked of the schema alone, every unknown key of a backend or of
+  // `state` was hidden with no credential in the file, and two such keys read the same.
+  it('names an unknown key in an object that could hold a credential but holds none', () => {
+    const found = issues(`state: { kind: memory, timeout: 5 }\nmodels:\n  - name: m\n    backends: [{ url: "http://a:1", label: gpu }]\n`)
+    expect(found).toEqual(
+      expect.arrayContaining([
+        { path: 'state.timeout', message: 'is not a known key' },
+        { path: 'models.0.backends.0.label', message: 'is not a known key' },
+      ]),
+    )
+  })
+
   it('still names an unknown key beside a credential when it is a near miss of a known one', () => {
     expect(issues(`models:\n  - name: m\n    backends: [{ url: "http://a:1", weigth: 2, api_key: sk-1 }]\n`)).toEqual([{ path: 'models.0.backends.0.weigth', message: 'is not a known key (did you mean "weight"?)' }])
   })
