@@ -72,7 +72,8 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   const requestId = request.facts.requestId
   if (gatewayError.code === 'internal_error') request.log.error({ err: error, request_id: requestId }, 'request failed')
   else if (gatewayError.code.startsWith('upstream_')) {
-    request.log.warn({ request_id: requestId, error_code: gatewayError.code, cause: causeOf(gatewayError.cause) }, gatewayError.message)
+    // The failed backend or upstream in fields, as on every other failure line (a log review: only the message named it).
+    request.log.warn({ request_id: requestId, model: request.facts.model, backend: request.facts.backend, error_code: gatewayError.code, cause: causeOf(gatewayError.cause) }, gatewayError.message)
   }
   return sendError(request, reply, gatewayError)
 }

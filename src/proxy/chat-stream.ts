@@ -135,12 +135,12 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
    */
   function noteErrorEvent(event: ErrorEvent): void {
     ctx.metrics.upstreamErrors.inc({ model, backend: answer.backend.name, reason: 'error_event' })
-    request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name, error_type: event.type, error_status: event.code }, 'backend reported an error inside its stream')
+    request.log.warn({ request_id: request.facts.requestId, model: job.route.name, backend: answer.backend.name, error_type: event.type, error_status: event.code }, 'backend reported an error inside its stream')
     res.once('finish', () => (request.facts.errorCode ??= ERROR_EVENT_CODE))
   }
   /** A backend still holding its stream open well after [DONE] would hold a pooled connection until idle_ms. */
   function letGoOfLingering(): void {
-    request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name }, 'backend kept its stream open after [DONE]; closed')
+    request.log.warn({ request_id: request.facts.requestId, model: job.route.name, backend: answer.backend.name }, 'backend kept its stream open after [DONE]; closed')
     answer.call.abort(new Error('The backend kept its stream open after [DONE].'))
   }
   /**
@@ -152,7 +152,7 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
     const target = `backend "${answer.backend.name}"`
     const failure = opened ? brokenAnswerError(reason, target, error) : upstreamError(reason, target, error)
     reportBrokenAnswer(ctx, job.route, answer, opened ? 'mid_stream' : reason)
-    request.log.warn({ request_id: request.facts.requestId, backend: answer.backend.name, error_code: failure.code, cause: causeOf(error) }, opened ? why : `${why}, before its first event`)
+    request.log.warn({ request_id: request.facts.requestId, model: job.route.name, backend: answer.backend.name, error_code: failure.code, cause: causeOf(error) }, opened ? why : `${why}, before its first event`)
     endWith(failure)
   }
   /** Ends the client's answer with `failure`: the error event and [DONE] in a stream begun, else the error itself. */

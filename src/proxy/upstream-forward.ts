@@ -80,7 +80,7 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   // A client reading nothing pauses the upstream, where undici's body timeout does not run: the
   // upstream's own silence bound (first_byte_ms, its body timeout too) bounds the client's as well.
   const idleMs = upstream.settings.timeouts.first_byte_ms
-  stopStallGuard = watchUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, upstream: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for first_byte_ms: connection closed'))
+  stopStallGuard = watchUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, model: '', backend: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for first_byte_ms: connection closed'))
   return reply.code(response.statusCode).headers(headers).send(response.body)
 }
 
@@ -140,7 +140,7 @@ async function sendSearchedAnswer(ctx: GatewayContext, request: FastifyRequest, 
   const headers = responseHeadersFromUpstream(response.headers)
   withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
   const searched = searchedAnswerBody(body, headers, upstream.echoableSecrets, ctx.config.server.answer_limit_bytes)
-  if (searched === null) request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, content_encoding: response.headers['content-encoding'] }, UNSEARCHABLE_ANSWER)
+  if (searched === null) request.log.warn({ request_id: request.facts.requestId, model: '', backend: upstream.name, content_encoding: response.headers['content-encoding'] }, UNSEARCHABLE_ANSWER)
   const sent = searched ?? NOTHING
   headers['content-length'] = String(sent.length)
   headers['x-request-id'] = request.facts.requestId
@@ -217,6 +217,6 @@ function watchBody(ctx: GatewayContext, request: FastifyRequest, upstream: Upstr
     const failure = brokenAnswerError(classifyUpstreamFailure(error), `"${upstream.name}"`, error)
     request.facts.errorCode = failure.code
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'mid_stream' })
-    request.log.warn({ request_id: request.facts.requestId, upstream: upstream.name, error_code: failure.code, cause: causeOf(error) }, 'upstream failed mid-body')
+    request.log.warn({ request_id: request.facts.requestId, model: '', backend: upstream.name, error_code: failure.code, cause: causeOf(error) }, 'upstream failed mid-body')
   })
 }

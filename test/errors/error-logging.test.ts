@@ -82,6 +82,9 @@ describe('logging of failed requests', () => {
     const line = chatAccessLines(gw)[0]!
     expect(line).toMatchObject({ status: 502, backend: 'second', retries: 1, error_code: 'upstream_unreachable' })
     expect(typeof line.queue_wait_ms).toBe('number')
+    // Its warn line names the backend in fields too (a log review, session 24: only the message did).
+    const warned = gw.logLines().filter((l) => l.level === 40 && l.error_code === 'upstream_unreachable')
+    expect(warned).toEqual([expect.objectContaining({ model: 'm', backend: 'second', request_id: line.request_id })])
   })
 
   it('a client leaving while its request is at the backend: the 499 line names that backend and the queue wait', async () => {
@@ -129,6 +132,7 @@ describe('logging of failed requests', () => {
     for (const line of gw.logLines().filter((l) => l.msg === 'backend failed mid-stream' || l.msg === 'upstream failed mid-body')) {
       expect(line).toMatchObject({ level: 40, error_code: expect.stringMatching(/^upstream_/) as unknown as string, cause: expect.any(String) as unknown as string })
       expect(line).not.toHaveProperty('err')
+      expect(line).toMatchObject(line.msg === 'backend failed mid-stream' ? { model: 'm', backend: 'dying' } : { model: '', backend: 'objects' })
     }
   })
 

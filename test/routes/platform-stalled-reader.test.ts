@@ -60,7 +60,7 @@ describe('a client that reads nothing of an object and stays connected', () => {
 
     await store.closed
     expect(store.finished()).toBe(false)
-    await until(() => gw.logLines().some((line) => line.msg === 'client read nothing of its answer for first_byte_ms: connection closed' && line.upstream === 'objects'), 'the client let go of', 2000)
+    await until(() => gw.logLines().some((line) => line.msg === 'client read nothing of its answer for first_byte_ms: connection closed' && line.backend === 'objects'), 'the client let go of', 2000)
     socket.resume()
     await once(socket, 'close')
     expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { backend: 'objects' })).toBe(0)
