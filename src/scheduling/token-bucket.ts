@@ -1,34 +1,43 @@
 /**
  * Per-key rate limits as token buckets: a bucket holds up to a minute's
- * allowance and refills continuously at allowance / 60 s, so a limit "per
- * minute" holds over every sliding minute without the double burst of fixed
- * windows at their boundary. Pure: the bucket's state goes in and comes out.
+ * allowance and refills continuously at allowance / 60 s. A key may spend
+ * its whole allowance at once and then one more every 60 s / allowance, so
+ * over any one minute it gets at most about twice the limit (the full
+ * bucket, then a minute's refill) and over longer spans the limit itself.
+ * Pure: the bucket's state goes in and comes out.
+ *
+ * The state is what the key has used, draining at the current rate, not
+ * what it has left: a reload that changes the limit then applies it to the
+ * same use (lowered from 10 to 3 after 2 requests, 1 is left; raised from 3
+ * to 10 after 3, 7 are). Stored as what was left, the level was capped at
+ * the new limit or stayed empty under a raised one (a limits review).
  *
  * Requests take 1 at admission. Tokens are charged when an answer ends
- * (its usage is known only then), so that bucket may go below zero; a key
- * is refused while its token bucket is not above zero.
+ * (its usage is known only then), so a key may use more than its allowance;
+ * it is refused while it has not used less than its allowance.
  */
 
 export interface Bucket {
-  /** Allowance available, may be negative after a large answer. */
-  readonly level: number
-  /** When `level` was computed, ms since the epoch. */
+  /** Allowance used and not yet refilled; more than the allowance after a large answer. */
+  readonly used: number
+  /** When `used` was computed, ms since the epoch. */
   readonly at: number
 }
 
 export const WINDOW_MS = 60_000
 
 export function refill(bucket: Bucket | undefined, perMinute: number, now: number): Bucket {
-  if (bucket === undefined) return { level: perMinute, at: now }
+  if (bucket === undefined) return { used: 0, at: now }
   // A clock that steps back must not let the same interval be counted twice.
   if (now <= bucket.at) return bucket
-  return { level: Math.min(perMinute, bucket.level + ((now - bucket.at) * perMinute) / WINDOW_MS), at: now }
+  return { used: Math.max(0, bucket.used - ((now - bucket.at) * perMinute) / WINDOW_MS), at: now }
 }
 
-/** Milliseconds until the bucket holds `needed`, 0 when it already does. */
+/** Milliseconds until the bucket has `needed` of its allowance unused, 0 when it already has. */
 export function waitFor(bucket: Bucket, needed: number, perMinute: number): number {
-  if (bucket.level >= needed) return 0
-  return Math.ceil(((needed - bucket.level) * WINDOW_MS) / perMinute)
+  const shortfall = bucket.used + needed - perMinute
+  if (shortfall <= 0) return 0
+  return Math.ceil((shortfall * WINDOW_MS) / perMinute)
 }
 
 export type Take = { readonly ok: true; readonly bucket: Bucket } | { readonly ok: false; readonly bucket: Bucket; readonly retryAfterMs: number }
@@ -36,21 +45,21 @@ export type Take = { readonly ok: true; readonly bucket: Bucket } | { readonly o
 /** Takes one request from a requests-per-minute bucket. */
 export function takeRequest(bucket: Bucket | undefined, perMinute: number, now: number): Take {
   const current = refill(bucket, perMinute, now)
-  if (current.level >= 1) return { ok: true, bucket: { level: current.level - 1, at: current.at } }
+  if (current.used + 1 <= perMinute) return { ok: true, bucket: { used: current.used + 1, at: current.at } }
   return { ok: false, bucket: current, retryAfterMs: waitFor(current, 1, perMinute) }
 }
 
-/** Admits while the tokens-per-minute bucket is above zero (the smallest answer costs at least one token). */
+/** Admits while the tokens-per-minute bucket has some allowance unused (the smallest answer costs at least one token). */
 export function checkTokens(bucket: Bucket | undefined, perMinute: number, now: number): Take {
   const current = refill(bucket, perMinute, now)
-  if (current.level > 0) return { ok: true, bucket: current }
-  // Strictly above zero: wait until one whole token is back.
+  if (current.used < perMinute) return { ok: true, bucket: current }
+  // Strictly below the allowance: wait until one whole token is back.
   return { ok: false, bucket: current, retryAfterMs: waitFor(current, 1, perMinute) }
 }
 
 export function chargeTokens(bucket: Bucket | undefined, perMinute: number, tokens: number, now: number): Bucket {
   const current = refill(bucket, perMinute, now)
-  return { level: current.level - tokens, at: current.at }
+  return { used: current.used + tokens, at: current.at }
 }
 
 /**
@@ -59,12 +68,11 @@ export function chargeTokens(bucket: Bucket | undefined, perMinute: number, toke
  * missing bucket, more than `perMinute` after large answers).
  */
 export function usedOf(bucket: Bucket | undefined, perMinute: number, now: number): number {
-  if (bucket === undefined) return 0
-  return perMinute - refill(bucket, perMinute, now).level
+  return refill(bucket, perMinute, now).used
 }
 
 /** The bucket with `amount` of its use handed to another store, which counts it from now on. */
 export function giveBack(bucket: Bucket | undefined, perMinute: number, amount: number, now: number): Bucket {
   const current = refill(bucket, perMinute, now)
-  return { level: Math.min(perMinute, current.level + amount), at: current.at }
+  return { used: Math.max(0, current.used - amount), at: current.at }
 }

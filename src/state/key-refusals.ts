@@ -5,8 +5,10 @@ import { AdmissionRefused } from './store.js'
 /** Retry-After for a key at its concurrency limit: one of its requests usually ends soon. */
 export const CONCURRENCY_RETRY_MS = 1000
 
-export function concurrencyRefusal(keyId: string, active: number, limits: KeyLimitSettings): AdmissionRefused {
-  return new AdmissionRefused('concurrency', CONCURRENCY_RETRY_MS, `Key "${keyId}" already has ${active} requests queued or in flight (limit ${limits.max_concurrency}).`)
+/** `bucketsWaitMs`: how long the key's rate limits would refuse it anyway (the Retry-After is the longer). */
+export function concurrencyRefusal(keyId: string, active: number, limits: KeyLimitSettings, bucketsWaitMs = 0): AdmissionRefused {
+  const retryAfterMs = Math.max(CONCURRENCY_RETRY_MS, bucketsWaitMs)
+  return new AdmissionRefused('concurrency', retryAfterMs, `Key "${keyId}" already has ${active} requests queued or in flight (limit ${limits.max_concurrency}).`)
 }
 
 export function tokensRefusal(keyId: string, retryAfterMs: number, limits: KeyLimitSettings): AdmissionRefused {

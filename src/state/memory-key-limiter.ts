@@ -37,16 +37,19 @@ export class MemoryKeyLimiter implements KeyLimiter {
   async admit(keyId: string, limits: KeyLimitSettings, elsewhere = 0): Promise<KeyTicket> {
     const now = this.#clock.now()
     const active = this.#active.get(keyId) ?? 0
+    const tokens = limits.tokens_per_minute === undefined ? null : checkTokens(this.#tokens.get(keyId), limits.tokens_per_minute, now)
+    const taken = limits.requests_per_minute === undefined ? null : takeRequest(this.#requests.get(keyId), limits.requests_per_minute, now)
+    const tokensWait = tokens !== null && !tokens.ok ? tokens.retryAfterMs : 0
+    const requestsWait = taken !== null && !taken.ok ? taken.retryAfterMs : 0
+    // Every refusal's Retry-After is when all of the key's limits let it in: the first limit's alone was
+    // refused again by the next (a limits review).
+    const wait = Math.max(tokensWait, requestsWait)
     if (limits.max_concurrency !== undefined && active + elsewhere >= limits.max_concurrency) {
-      throw concurrencyRefusal(keyId, active + elsewhere, limits)
+      throw concurrencyRefusal(keyId, active + elsewhere, limits, wait)
     }
-    if (limits.tokens_per_minute !== undefined) {
-      const tokens = checkTokens(this.#tokens.get(keyId), limits.tokens_per_minute, now)
-      if (!tokens.ok) throw tokensRefusal(keyId, tokens.retryAfterMs, limits)
-    }
-    if (limits.requests_per_minute !== undefined) {
-      const taken = takeRequest(this.#requests.get(keyId), limits.requests_per_minute, now)
-      if (!taken.ok) throw requestsRefusal(keyId, taken.retryAfterMs, limits)
+    if (tokensWait > 0) throw tokensRefusal(keyId, wait, limits)
+    if (requestsWait > 0) throw requestsRefusal(keyId, wait, limits)
+    if (taken !== null) {
       this.#requests.set(keyId, taken.bucket)
       this.#countedUnder(keyId, limits)
     }

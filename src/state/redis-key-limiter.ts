@@ -59,7 +59,7 @@ export class RedisKeyLimiter implements KeyLimiter {
       case 'admitted':
         return this.#ticket(keyId, keys, ticketId, limits)
       case 'concurrency':
-        throw concurrencyRefusal(keyId, reply.active ?? concurrency ?? 0, limits)
+        throw concurrencyRefusal(keyId, reply.active ?? concurrency ?? 0, limits, reply.retry ?? 0)
       case 'rate_limit_tokens':
         throw tokensRefusal(keyId, reply.retry ?? 1000, limits)
       case 'rate_limit_requests':

@@ -61,7 +61,7 @@ export function slotScriptKeys(keys: ModelKeys): string[] {
 }
 
 export interface KeyLimitKeys {
-  /** HASH: rl/ra (requests bucket level and time), tl/ta (tokens bucket). */
+  /** HASH: ru/rt (requests bucket use and time), tu/tt (tokens bucket). */
   readonly rate: string
   /** ZSET ticket id → expiry (ms): requests of the key queued or in flight. */
   readonly active: string

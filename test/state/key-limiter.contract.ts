@@ -186,6 +186,47 @@ export function describeKeyLimiterContract(name: string, create: CreateKeyLimite
       await oneRequest(c, limits, 5)
     })
 
+    // Regression (limits review, session 24): the first limit's wait alone was refused again by the next.
+    it('a tokens refusal waits for the request budget too, when that is the later', async () => {
+      // 600 tokens per minute, 610 used: 11 back take 1.1 s; 1 request per minute, used: 60 s.
+      const limits = { requests_per_minute: 1, tokens_per_minute: 600 }
+      const k = key('both-limits')
+      await oneRequest(k, limits, 610)
+      expect((await refused(k, limits, 'rate_limit_tokens')).retryAfterMs).toBe(60_000)
+      clock.advance(59_999)
+      await refused(k, limits, 'rate_limit_requests')
+      clock.advance(1)
+      await oneRequest(k, limits)
+    })
+
+    it('a concurrency refusal waits for the rate limits too; alone, it says a second', async () => {
+      const k = key('conc-and-rate')
+      const limits = { max_concurrency: 1, requests_per_minute: 1 }
+      const running = await limiter.admit(k, limits)
+      expect((await refused(k, limits, 'concurrency')).retryAfterMs).toBe(60_000)
+      running.release()
+      const alone = key('conc-alone')
+      const held = await limiter.admit(alone, { max_concurrency: 1 })
+      expect((await refused(alone, { max_concurrency: 1 }, 'concurrency')).retryAfterMs).toBe(1000)
+      held.release()
+    })
+
+    // Regression (limits review, session 24): a reload's new limits applied to what was left, not what was used.
+    it('a changed limit applies to what the key used under the old one', async () => {
+      const k = key('reloaded')
+      for (let i = 0; i < 2; i++) await oneRequest(k, { requests_per_minute: 10 })
+      await oneRequest(k, { requests_per_minute: 3 })
+      await refused(k, { requests_per_minute: 3 }, 'rate_limit_requests')
+      // Raised to 10 with 3 used: 7 more.
+      for (let i = 0; i < 7; i++) await oneRequest(k, { requests_per_minute: 10 })
+      await refused(k, { requests_per_minute: 10 }, 'rate_limit_requests')
+
+      const t = key('reloaded-tokens')
+      await oneRequest(t, { tokens_per_minute: 100_000 }, 90)
+      await oneRequest(t, { tokens_per_minute: 100 }, 30)
+      await refused(t, { tokens_per_minute: 100 }, 'rate_limit_tokens')
+    })
+
     it('never refuses a key with no limits set', async () => {
       const k = key('free')
       const tickets: KeyTicket[] = []

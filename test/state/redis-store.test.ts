@@ -672,11 +672,11 @@ describeWithRedis('Redis store', () => {
     })
     await one.state.keys.carried()
     await withProbe(async (probe) => {
-      // 1000 - 400, plus what 1000 a minute refilled since the carry (17 a second).
-      const tokensLeft = await probe.hget(rate, 'tl')
-      expect(tokensLeft).not.toBeNull()
-      expect(Number(tokensLeft)).toBeGreaterThanOrEqual(600)
-      expect(Number(tokensLeft)).toBeLessThan(650)
+      // 400 used, less what 1000 a minute refilled since the carry (17 a second).
+      const tokensUsed = await probe.hget(rate, 'tu')
+      expect(tokensUsed).not.toBeNull()
+      expect(Number(tokensUsed)).toBeLessThanOrEqual(400)
+      expect(Number(tokensUsed)).toBeGreaterThan(350)
       // Redis came back empty; without the carry the other replica would admit three more this minute.
       const ticket = await two.state.keys.admit('k', limits)
       ticket.release()
@@ -684,7 +684,7 @@ describeWithRedis('Redis store', () => {
       // The locally admitted answer ends now that Redis is back: its tokens go to Redis.
       await local.chargeTokens(700)
       local.release()
-      expect(Number(await probe.hget(rate, 'tl'))).toBeLessThan(0)
+      expect(Number(await probe.hget(rate, 'tu'))).toBeGreaterThan(1000)
       expect(one.state.local.usage()).toEqual([])
     })
   })

@@ -4,7 +4,7 @@
  * same Retry-After), and the key's concurrency as a ZSET of tickets with
  * expiries, so a dead replica's share expires.
  *
- * KEYS: 1 rate hash (rl, ra: requests bucket level and time; tl, ta: tokens), 2 active tickets ZSET.
+ * KEYS: 1 rate hash (ru, rt: requests bucket use and time; tu, tt: tokens), 2 active tickets ZSET.
  * ARGV[1] is the time in ms, or '' to use Redis `TIME` (the default: replicas
  * with skewed clocks agree; tests pass a hand-moved clock).
  */
@@ -18,26 +18,29 @@ else
 end
 local WINDOW = 60000
 
--- refill() of token-bucket.ts: a missing bucket is full; a clock that steps back counts nothing twice.
+-- refill() of token-bucket.ts: what was used, draining at the current rate; a missing bucket has used nothing;
+-- a clock that steps back counts nothing twice. Fields ru/rt (requests) and tu/tt (tokens): what is used, not
+-- what is left (the rl/ra and tl/ta of earlier versions are ignored, and expire).
 local function refill(field, per)
-  local level = tonumber(redis.call('HGET', KEYS[1], field .. 'l'))
-  local at = tonumber(redis.call('HGET', KEYS[1], field .. 'a'))
-  if level == nil or at == nil then return per, now end
-  if now <= at then return level, at end
-  return math.min(per, level + ((now - at) * per) / WINDOW), now
+  local used = tonumber(redis.call('HGET', KEYS[1], field .. 'u'))
+  local at = tonumber(redis.call('HGET', KEYS[1], field .. 't'))
+  if used == nil or at == nil then return 0, now end
+  if now <= at then return used, at end
+  return math.max(0, used - ((now - at) * per) / WINDOW), now
 end
 
-local function wait_for(level, needed, per)
-  if level >= needed then return 0 end
-  return math.ceil(((needed - level) * WINDOW) / per)
+local function wait_for(used, needed, per)
+  local shortfall = used + needed - per
+  if shortfall <= 0 then return 0 end
+  return math.ceil((shortfall * WINDOW) / per)
 end
 
-local function store(field, level, at, per)
-  redis.call('HSET', KEYS[1], field .. 'l', string.format('%.17g', level), field .. 'a', string.format('%.17g', at))
-  -- Once full again a bucket equals a missing one: let Redis forget it then.
-  local full_in = math.ceil(((per - level) * WINDOW) / per)
+local function store(field, used, at, per)
+  redis.call('HSET', KEYS[1], field .. 'u', string.format('%.17g', used), field .. 't', string.format('%.17g', at))
+  -- Once drained a bucket equals a missing one: let Redis forget it then.
+  local drained_in = math.ceil((used * WINDOW) / per)
   local keep = tonumber(redis.call('PTTL', KEYS[1]))
-  if full_in + 1000 > keep then redis.call('PEXPIRE', KEYS[1], full_in + 1000) end
+  if drained_in + 1000 > keep then redis.call('PEXPIRE', KEYS[1], drained_in + 1000) end
 end
 `
 
@@ -49,20 +52,25 @@ end
 const ADMIT = `
 local max_concurrency, rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ticket, ttl = ARGV[5], tonumber(ARGV[6])
+local twait, rwait, rused, rat = 0, 0, 0, now
+if tpm > 0 then
+  local used = refill('t', tpm)
+  if not (used < tpm) then twait = wait_for(used, 1, tpm) end
+end
+if rpm > 0 then
+  rused, rat = refill('r', rpm)
+  if rused + 1 > rpm then rwait = wait_for(rused, 1, rpm) end
+end
+-- Every refusal's Retry-After is when all of the key's limits let it in.
+local wait = math.max(twait, rwait)
 if max_concurrency > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   local active = redis.call('ZCARD', KEYS[2])
-  if active >= max_concurrency then return cjson.encode({ status = 'concurrency', active = active }) end
+  if active >= max_concurrency then return cjson.encode({ status = 'concurrency', active = active, retry = wait }) end
 end
-if tpm > 0 then
-  local level = refill('t', tpm)
-  if not (level > 0) then return cjson.encode({ status = 'rate_limit_tokens', retry = wait_for(level, 1, tpm) }) end
-end
-if rpm > 0 then
-  local level, at = refill('r', rpm)
-  if level < 1 then return cjson.encode({ status = 'rate_limit_requests', retry = wait_for(level, 1, rpm) }) end
-  store('r', level - 1, at, rpm)
-end
+if twait > 0 then return cjson.encode({ status = 'rate_limit_tokens', retry = wait }) end
+if rwait > 0 then return cjson.encode({ status = 'rate_limit_requests', retry = wait }) end
+if rpm > 0 then store('r', rused + 1, rat, rpm) end
 if max_concurrency > 0 then
   redis.call('ZADD', KEYS[2], now + ttl, ticket)
   redis.call('PEXPIRE', KEYS[2], ttl * 2)
@@ -79,12 +87,12 @@ const DEBIT = `
 local rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3])
 local requests, tokens = tonumber(ARGV[4]), tonumber(ARGV[5])
 if rpm > 0 and requests > 0 then
-  local level, at = refill('r', rpm)
-  store('r', level - requests, at, rpm)
+  local used, at = refill('r', rpm)
+  store('r', used + requests, at, rpm)
 end
 if tpm > 0 and tokens > 0 then
-  local level, at = refill('t', tpm)
-  store('t', level - tokens, at, tpm)
+  local used, at = refill('t', tpm)
+  store('t', used + tokens, at, tpm)
 end
 return 'debited'
 `
