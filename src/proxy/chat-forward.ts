@@ -20,6 +20,7 @@ import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } 
 import type { ClientDeparture } from './client-departure.js'
 import { isEventStream, relayStream, reportBrokenAnswer } from './chat-stream.js'
 import { completionUsage, type TokenUsage } from './stream-usage.js'
+import { estimatedCompletionUsage } from './usage-estimate.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
 import { closeIfUnread } from './stalled-reader.js'
 import { noteRefusedCredentials } from './refused-credentials.js'
@@ -32,7 +33,7 @@ export interface ChatForward {
   readonly payload: string | Buffer
   /** The client's body size: a waiter holds it (and more) while it waits (scheduling/queued-bodies.ts). */
   readonly bodyBytes: number
-  /** The client's messages, read only to estimate a stream's usage when it reports none. */
+  /** The client's messages, read only to estimate an answer's usage when it reports none. */
   readonly messages: ChatCompletionBody['messages']
   readonly requestId: string
   readonly priority: number
@@ -129,12 +130,13 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     return sendAnswer(reply, answer.statusCode, responseHeaders, searched ?? EMPTY_BODY, job.route.settings.timeouts.idle_ms)
   }
   const usage = completionUsage(body)
-  settle(usage ?? null)
   if (usage === undefined) {
+    settle(null)
     // A success that is not a completion at all is a broken backend, not an answer to pass on.
     reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
     throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
   }
+  settle(usage ?? estimatedCompletionUsage(job.messages, body))
   ctx.monitor.reportSuccess(answer.backend)
   return sendAnswer(reply, answer.statusCode, responseHeaders, body, job.route.settings.timeouts.idle_ms)
 }

@@ -1,5 +1,5 @@
 /**
- * The usage charged for a stream that ended without reporting one: cut off
+ * The usage charged for an answer that did not report one: a stream cut off
  * by its client or by a failure before the usage chunk, or from a backend
  * that ignores `include_usage`. Charging nothing would let a client read
  * nearly a whole answer, leave before the usage chunk and spend none of its
@@ -18,6 +18,35 @@ import type { TokenUsage } from './stream-usage.js'
 
 export function estimatedStreamUsage(messages: ChatCompletionBody['messages'], events: number): TokenUsage {
   return { prompt: Math.ceil(promptCharacters(messages) / 4), completion: Math.max(0, events - 1) }
+}
+
+/**
+ * The same for a whole completion without `usage` (a backend that leaves it
+ * out): it was charged nothing, where a stream from the same backend was
+ * estimated (a limits review). A completion token per 4 characters of what
+ * the choices generated (content, reasoning, tool call arguments).
+ */
+export function estimatedCompletionUsage(messages: ChatCompletionBody['messages'], completion: Buffer): TokenUsage {
+  return { prompt: Math.ceil(promptCharacters(messages) / 4), completion: Math.ceil(generatedCharacters(completion) / 4) }
+}
+
+function generatedCharacters(completion: Buffer): number {
+  const { choices } = JSON.parse(completion.toString('utf8')) as { choices: unknown[] }
+  let characters = 0
+  for (const choice of choices) {
+    const message = (choice as { message?: unknown } | null)?.message
+    if (typeof message !== 'object' || message === null) continue
+    const { content, reasoning_content: reasoning, tool_calls: calls } = message as { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown }
+    if (typeof content === 'string') characters += content.length
+    if (typeof reasoning === 'string') characters += reasoning.length
+    if (Array.isArray(calls)) for (const call of calls) characters += argumentsOf(call).length
+  }
+  return characters
+}
+
+function argumentsOf(call: unknown): string {
+  const args = (call as { function?: { arguments?: unknown } } | null)?.function?.arguments
+  return typeof args === 'string' ? args : ''
 }
 
 /** Characters of text in the messages: string contents and the `text` of content parts. */

@@ -131,3 +131,35 @@ describe('a backend that ignores include_usage', () => {
     await untilMetric(gw.url, 'sluice_tokens_total', tokenSeries('completion'), 5)
   })
 })
+
+// Regression (limits review, session 24): a whole completion without usage was charged nothing, where
+// the same backend's stream was estimated.
+describe('a backend whose completion reports no usage', () => {
+  it('is charged the estimate: the prompt, and a token per 4 characters of what it generated', async () => {
+    // 12 characters of content, 8 of reasoning, 4 of tool call arguments: 24 characters, 6 tokens.
+    const completion = {
+      id: 'c',
+      object: 'chat.completion',
+      created: 1,
+      model: 'served-m',
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'abcdefghijkl', reasoning_content: 'thinking', tool_calls: [{ id: 't', type: 'function', function: { name: 'f', arguments: '{"a"' } }] } }],
+    }
+    const server = createServer((req, res) => {
+      req.resume()
+      if (req.method !== 'POST') return void res.writeHead(200, { 'content-length': 0 }).end()
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion)))
+    })
+    const gw = await gateway(await listenForTest(server, cleanups))
+
+    const answer = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: PROMPT }] }),
+    })
+    expect(answer.status).toBe(200)
+    expect(await answer.json()).toEqual(completion)
+
+    await untilMetric(gw.url, 'sluice_tokens_total', tokenSeries('prompt'), 10)
+    await untilMetric(gw.url, 'sluice_tokens_total', tokenSeries('completion'), 6)
+  })
+})
