@@ -59,6 +59,8 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
   /** The URL's passwords, scrubbed from every error a log line carries. */
   readonly #secrets: readonly string[]
   #lastError: LoggableError | null = null
+  /** This outage's log already says the login was refused. */
+  #loginRefusalLogged = false
   readonly #upGauge: { set(value: number): void } | undefined
   readonly #channels = new Map<string, (message: string) => void>()
   readonly #models = new Map<string, (message: ReplicaMessage) => void>()
@@ -104,6 +106,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     this.#client.on('error', (error: Error) => {
       this.#lastError = this.loggable(error)
       this.#logger.debug({ err: this.#lastError }, 'redis connection error')
+      this.#warnOfRefusedLogin()
     })
 
     this.#subscriber = new Redis(settings.url, { connectionName: 'sluice-subscriber', connectTimeout: 2000, retryStrategy, maxRetriesPerRequest: null })
@@ -158,7 +161,7 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
   async #admitServer(): Promise<void> {
     let problem: string | null = null
     try {
-      problem = await this.budgeted(serverProblem(this.#client), () => undefined, Math.max(250, this.timings.healthIntervalMs))
+      problem = await this.budgeted(serverProblem(this.#client, this.keyPrefix), () => undefined, Math.max(250, this.timings.healthIntervalMs))
     } catch {
       // Cannot tell (no answer in time, an ACL forbids ROLE): the health check decides on its own.
     }
@@ -273,11 +276,29 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
     this.#upGauge?.set(0)
     // The connection's last error says why it closed; a refused login is said as such (it read as a network problem).
     const lastError = this.#lastError?.message ?? null
-    const refused = lastError !== null && /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(lastError)
+    const refused = isRefusedLogin(lastError)
+    this.#loginRefusalLogged = refused
     this.#logger.warn(
-      { reason: refused ? 'authentication failed: check the password (and user) in state.redis_url' : reason, last_error: lastError },
+      { reason: refused ? REFUSED_LOGIN : reason, last_error: lastError },
       'Redis unreachable: each replica admits on its own local limits until it is back',
     )
     this.emit('down')
   }
+
+  /**
+   * A Redis that comes back with another password: the outage was logged as
+   * "connection closed" before any login failed, and the refusals that
+   * followed only at debug (a Redis review). Said once per outage.
+   */
+  #warnOfRefusedLogin(): void {
+    if (this.#state !== 'down' || this.#loginRefusalLogged || !isRefusedLogin(this.#lastError?.message ?? null)) return
+    this.#loginRefusalLogged = true
+    this.#logger.warn({ reason: REFUSED_LOGIN, last_error: this.#lastError?.message ?? null }, 'Redis refuses the gateway\'s login: each replica admits on its own local limits until it is let in')
+  }
+}
+
+const REFUSED_LOGIN = 'authentication failed: check the password (and user) in state.redis_url'
+
+function isRefusedLogin(message: string | null): boolean {
+  return message !== null && /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(message)
 }

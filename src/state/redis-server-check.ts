@@ -7,10 +7,11 @@
  * `sluice_redis_up` said Redis was up. Such a server now counts as down,
  * with the reason in the log.
  */
+import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 
 /** Replies that say this server will not run the shared state's scripts, however often they are sent. */
-const REFUSALS = /^(READONLY|MOVED|ASK|CROSSSLOT|CLUSTERDOWN)\b/
+const REFUSALS = /^(READONLY|MOVED|ASK|CROSSSLOT|CLUSTERDOWN|NOPERM)\b/
 
 /** The refusal an error is (its reply's first word), or null for any other failure. */
 export function serverRefusal(error: unknown): string | null {
@@ -19,9 +20,11 @@ export function serverRefusal(error: unknown): string | null {
 }
 
 /** Why the server cannot hold the shared state, or null when it can (or cannot tell: an ACL may forbid ROLE). */
-export async function serverProblem(client: Redis): Promise<string | null> {
+export async function serverProblem(client: Redis, keyPrefix: string): Promise<string | null> {
   const database = await databaseProblem(client)
   if (database !== null) return database
+  const permission = await permissionProblem(client, keyPrefix)
+  if (permission !== null) return permission
   const role = (await client.call('ROLE')) as unknown[]
   if (role[0] !== 'master') return 'the server at redis_url is a read-only replica: point redis_url at its primary'
   if (!/^cluster_enabled:1\b/m.test(await client.info('cluster'))) return null
@@ -48,5 +51,31 @@ async function databaseProblem(client: Redis): Promise<string | null> {
     if (!(error instanceof Error) || error.name !== 'ReplyError') throw error
     const reply = error.message.split('\n')[0]
     return `the server at redis_url refuses database ${db} (${reply}): name one it has (its "databases" setting)`
+  }
+}
+
+/** A write under the key prefix, as every shared-state script makes; on a missing key it changes nothing. */
+const PROBE = "return redis.call('PEXPIRE', KEYS[1], 1)"
+const PROBE_SHA = createHash('sha1').update(PROBE).digest('hex')
+
+/**
+ * The user redis_url names must be allowed what the scripts do: EVAL (the
+ * first call of each), EVALSHA (every later one) and writes to keys under
+ * key_prefix. An ACL user lacking any of them had every call refused with
+ * NOPERM and every admission went local, while `/readyz` said Redis was up
+ * and nothing was logged (a Redis review: a 2-slot backend held 4).
+ */
+async function permissionProblem(client: Redis, keyPrefix: string): Promise<string | null> {
+  const key = `${keyPrefix}permission-probe`
+  try {
+    await client.eval(PROBE, 1, key)
+    await client.evalsha(PROBE_SHA, 1, key)
+    return null
+  } catch (error) {
+    if (!(error instanceof Error) || error.name !== 'ReplyError') throw error
+    // A read-only replica refuses the write too: the role check says that better.
+    if (!/^NOPERM\b/.test(error.message)) return null
+    const reply = error.message.split('\n')[0]
+    return `the user in redis_url may not run the shared state's scripts (${reply}): grant it EVAL, EVALSHA and read and write on keys matching ${keyPrefix}*`
   }
 }

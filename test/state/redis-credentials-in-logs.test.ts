@@ -11,6 +11,8 @@ import { startGateway } from '../../src/server.js'
 import { configFrom, makeKey } from '../support/gateway.js'
 import { describeWithRedis, skipUnlessControllable, startTestRedis, type TestRedis } from '../support/redis-server.js'
 import { trackedAfterEach } from '../support/tracked.js'
+import { until } from '../support/metrics.js'
+import { Redis } from 'ioredis'
 
 const key = makeKey('team-a', ['chat'])
 const RIGHT = 'right-pass-7f3a'
@@ -71,4 +73,26 @@ describeWithRedis('the Redis password in logs', () => {
     const connected = JSON.parse(text.split('\n').find((line) => line.includes('Redis connected'))!) as { redis: string }
     expect(connected.redis).toBe(`redis://127.0.0.1:${redis.port}/`)
   })
+
+  // Regression (Redis review, session 24): a Redis back with another password was logged as "connection
+  // closed" (the close came before any login failed), and the refusals after it only at debug.
+  it('a password changed while connected: the outage, then one warning that the login is refused', async (context) => {
+    const redis = await withRedis()
+    skipUnlessControllable(redis, context)
+    const logs = await gatewayLogging(`redis://:${RIGHT}@127.0.0.1:${redis.port}`, 'Redis connected')
+    const admin = new Redis(`redis://:${RIGHT}@127.0.0.1:${redis.port}`)
+    cleanups.push(() => admin.quit())
+    await admin.config('SET', 'requirepass', 'another-pass-51b2')
+    await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+
+    await until(() => logs().includes('Redis refuses the gateway'), 'the refused login warning')
+    const warnings = logs()
+      .split('\n')
+      .filter((line) => line.includes('"level":40') && line.includes('Redis'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(warnings.map((w) => w.msg)).toEqual(['Redis unreachable: each replica admits on its own local limits until it is back', "Redis refuses the gateway's login: each replica admits on its own local limits until it is let in"])
+    expect(warnings[1]).toMatchObject({ reason: expect.stringMatching(/^authentication failed/), last_error: expect.stringMatching(/WRONGPASS/) })
+    expect(logs()).not.toContain('another-pass-51b2')
+  })
 })
+

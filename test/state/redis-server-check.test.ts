@@ -127,6 +127,51 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
   })
 })
 
+// Regression (Redis review, session 24): every script call was refused with NOPERM and every admission
+// went local (a 2-slot backend held 4 across two replicas), while /readyz said Redis was up, with no log line.
+describeWithRedis('a Redis user the ACL does not allow what the shared state needs', () => {
+  async function serverWithUser(rules: readonly string[]): Promise<{ url: string; admin: Redis }> {
+    const server = await redis()
+    const admin = new Redis(server.url, { lazyConnect: true })
+    cleanups.push(() => admin.quit())
+    await admin.connect()
+    await admin.call('ACL', 'SETUSER', 'limited', 'on', '>limited-pw', ...rules)
+    const url = new URL(server.url)
+    url.username = 'limited'
+    url.password = 'limited-pw'
+    return { url: url.toString().replace(/\/$/, ''), admin }
+  }
+
+  it.for([
+    { name: 'no EVALSHA', rules: ['~*', '&*', '+@all', '-evalsha'] },
+    { name: 'no keys under the prefix', rules: ['~other:*', '&*', '+@all'] },
+  ])('$name: Redis down from the start, saying so, and served on local limits', async ({ rules }, context) => {
+    const probe = await redis()
+    skipUnlessControllable(probe, context)
+    const { url } = await serverWithUser(rules)
+    const gw = await gatewayOn(url)
+    await expectDownFor(gw, 'NOPERM')
+    expect((await chat(gw)).status).toBe(200)
+    expect(await scrapeMetric(gw.url, 'sluice_redis_local_admissions_total', { model: 'm' })).toBe(1)
+    expect(gw.logLines().some((line) => line.msg === 'Redis connected: admission uses the shared state')).toBe(false)
+  })
+
+  it('a permission taken away while up: down at the first refused call, up again once it is given back', async (context) => {
+    const probe = await redis()
+    skipUnlessControllable(probe, context)
+    const { url, admin } = await serverWithUser(['~*', '&*', '+@all'])
+    const gw = await gatewayOn(url)
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
+
+    await admin.call('ACL', 'SETUSER', 'limited', '-evalsha', '-eval')
+    expect((await chat(gw)).status).toBe(200)
+    await expectDownFor(gw, 'NOPERM')
+
+    await admin.call('ACL', 'SETUSER', 'limited', '+evalsha', '+eval')
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up again')
+  })
+})
+
 describeWithRedis('a drain while Redis is frozen', () => {
   // Regression (audit): SIGTERM logged "draining", then nothing until Redis was thawed: closing the
   // connections waited for a PING that a frozen server never answers.
