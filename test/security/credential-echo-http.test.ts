@@ -121,7 +121,7 @@ describe('an upstream error answer that quotes the gateway credential, compresse
     expect(answer.status).toBe(401)
     expect(answer.body.length).toBe(0)
     expect(answer.headers['content-encoding']).toBeUndefined()
-    expect(gw.logLines().some((line) => line.level === 40 && line.upstream === 'training' && line.content_encoding === 'zstd')).toBe(true)
+    expect(gw.logLines().some((line) => line.level === 40 && line.backend === 'training' && line.content_encoding === 'zstd')).toBe(true)
   })
 
   it('a compressed error answer that quotes nothing goes on as it came, compressed', async () => {
