@@ -92,6 +92,12 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).', { headers: CLOSES }))
       return
     }
+    // A request read off a connection whose last answer was sent (lingering-close.ts reads on after it): not served.
+    if (request.raw.socket.writableEnded) {
+      request.raw.socket.destroy()
+      done(new GatewayError('malformed_http', 'The connection was closing: send the request on a new one.', { headers: CLOSES }))
+      return
+    }
     if (!isValidHostHeader(request.headers.host, request.raw.rawHeaders)) {
       done(new GatewayError('malformed_http', 'A request must carry one Host header, host[:port] (RFC 9112 §3.2).', { headers: CLOSES }))
       return

@@ -5,6 +5,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { isDiscardable } from '../unread-body.js'
+import { lingerOnClose } from '../lingering-close.js'
 import { causeOf } from './upstream-errors.js'
 import { GatewayError, type ErrorCode } from './gateway-error.js'
 
@@ -54,7 +55,11 @@ function messageFor(code: ErrorCode, error: Error): string {
  */
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.facts.errorCode = error.code
-  if (!request.raw.complete && !isDiscardable(request.headers)) reply.header('connection', 'close')
+  if (!request.raw.complete && !isDiscardable(request.headers)) {
+    reply.header('connection', 'close')
+    // Read on after the answer, or the unread body's bytes make the close a reset that loses it.
+    lingerOnClose(request.raw.socket)
+  }
   else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) reply.removeHeader('connection')
   return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
 }

@@ -6,9 +6,12 @@
  * connection goes instead, unless the body was announced small (64 KiB at
  * most), as the usual request's is.
  */
+import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { until } from '../support/metrics.js'
 import { expectErrorBody, rawExchange } from '../support/raw-http.js'
+import { trackedAfterEach } from '../support/tracked.js'
 
 describe('an answer sent before the request body was read', () => {
   let gw: TestGateway
@@ -78,5 +81,85 @@ describe('an answer sent before the request body was read', () => {
 
     expect(exchange.responses.map((response) => response.status)).toEqual([401, 404, 404])
     expect(exchange.responses.slice(0, 2).map((response) => response.headers.connection)).toEqual(['keep-alive', 'keep-alive'])
+  })
+})
+
+/**
+ * After such an answer the gateway closes its half of the connection and
+ * reads on, as nginx's lingering close does: closed at once with the body's
+ * bytes unread, the kernel sends a reset, and a client that sends its whole
+ * body before reading (undici, fetch, Python's http.client) got EPIPE and
+ * often lost the answer (a leak review, session 24: 20 % of 2 MiB bodies over
+ * a 1 MiB limit on a loaded host).
+ */
+describe('a connection closed after an answer sent before its body was read', () => {
+  const key = makeKey('k', ['chat'])
+  const cleanups = trackedAfterEach()
+
+  /** A half-open raw connection (the client keeps writing after the gateway's FIN, as Python's does). */
+  function halfOpen(gw: TestGateway): { socket: Socket; received: () => string; ended: Promise<void>; closed: Promise<Error | null> } {
+    const url = new URL(gw.url)
+    const socket = connect({ port: Number(url.port), host: url.hostname, allowHalfOpen: true })
+    let text = ''
+    let error: Error | null = null
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')))
+    socket.on('error', (e) => (error = e))
+    // Not events.once: it rejects on 'error', which the cut-off case expects.
+    const ended = new Promise<void>((resolve) => socket.once('end', resolve))
+    const closed = new Promise<Error | null>((resolve) => socket.once('close', () => resolve(error)))
+    cleanups.push(() => socket.destroy())
+    return { socket, received: () => text, ended, closed }
+  }
+
+  /** Writes `total` bytes in 256 KiB pieces, each after the last was taken; resolves with what was written before an error. */
+  async function writeBody(socket: Socket, total: number): Promise<number> {
+    const piece = Buffer.alloc(256 * 1024, 0x61)
+    let written = 0
+    while (written < total && !socket.destroyed) {
+      const taken = new Promise<boolean>((resolve) => socket.write(piece, (error) => resolve(error == null)))
+      if (!(await taken)) break
+      written += piece.length
+    }
+    return written
+  }
+
+  it('a client writing its whole body after the 401 gets no reset, and the connection ends when it ends its side', async () => {
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    const client = halfOpen(gw)
+    client.socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 8388608\r\n\r\n')
+    // The answer, then the gateway's FIN, before any of the body was sent.
+    await client.ended
+    expect(client.received()).toMatch(/^HTTP\/1\.1 401 /)
+
+    expect(await writeBody(client.socket, 8 * 1024 * 1024)).toBe(8 * 1024 * 1024)
+    client.socket.end()
+    expect(await client.closed).toBeNull()
+  })
+
+  it('is read past the answer only so far: a client sending on and on is cut off', async () => {
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    const client = halfOpen(gw)
+    client.socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n')
+    await client.ended
+    // A chunk of 1 GiB announced: the parser reads it as body; the gateway stops reading at 32 MiB.
+    client.socket.write('40000000\r\n')
+    const written = await writeBody(client.socket, 256 * 1024 * 1024)
+    expect(written).toBeLessThan(256 * 1024 * 1024)
+    expect(await client.closed).not.toBeNull()
+  })
+
+  it('serves no request read off the connection after its last answer', async () => {
+    const backend = await cleanups.standIn()
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: backend.url }] }] })
+    const body = 'x'.repeat(100_000)
+    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    // 404 with Connection: close (a body over 64 KiB is not drained), its body, then a chat request on the same connection.
+    const exchange = await rawExchange(
+      gw.url,
+      `POST /nope HTTP/1.1\r\nHost: gw\r\nContent-Length: ${body.length}\r\n\r\n${body}POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`,
+    )
+    expect(exchange.responses.map((response) => response.status)).toEqual([404])
+    await until(() => gw.logLines().filter((line) => line.msg === 'request completed').length === 2, 'both access lines')
+    expect(backend.received).toHaveLength(0)
   })
 })
