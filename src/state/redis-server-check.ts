@@ -13,9 +13,10 @@ import type { Redis } from 'ioredis'
 /** Replies that say this server will not run the shared state's scripts, however often they are sent. */
 const REFUSALS = /^(READONLY|MOVED|ASK|CROSSSLOT|CLUSTERDOWN|NOPERM)\b/
 
-/** The refusal an error is (its reply's first word), or null for any other failure. */
+/** The refusal an error is (its reply's first word, `NOPERM` for any ACL refusal), or null for any other failure. */
 export function serverRefusal(error: unknown): string | null {
   const message = error instanceof Error ? error.message : String(error)
+  if (isForbidden(message)) return 'NOPERM'
   return REFUSALS.exec(message)?.[1] ?? null
 }
 
@@ -54,28 +55,67 @@ async function databaseProblem(client: Redis): Promise<string | null> {
   }
 }
 
-/** A write under the key prefix, as every shared-state script makes; on a missing key it changes nothing. */
-const PROBE = "return redis.call('PEXPIRE', KEYS[1], 1)"
+/**
+ * Every command the shared state's scripts run, and the ZREM the gateway
+ * sends itself, each once on probe keys under the prefix (one hash tag,
+ * for a one-node cluster), left as they were found: an ACL that forbids
+ * any of them is found on connecting, not by a call that fails later
+ * (which, marking Redis down while this probe passed, would flap). The
+ * PUBLISH needs the channel rights Redis 7 gives a new user none of.
+ */
+const PROBE = `
+local h, z, c = KEYS[1], KEYS[2], KEYS[3]
+redis.call('TIME')
+redis.call('HSET', h, 'f', '1')
+redis.call('HGET', h, 'f')
+redis.call('HGETALL', h)
+redis.call('HKEYS', h)
+redis.call('HDEL', h, 'f')
+redis.call('ZADD', z, 0, 'm')
+redis.call('ZSCORE', z, 'm')
+redis.call('ZCARD', z)
+redis.call('ZCOUNT', z, '-inf', '+inf')
+redis.call('ZRANGE', z, 0, -1)
+redis.call('ZRANGEBYSCORE', z, '-inf', '+inf')
+redis.call('ZREMRANGEBYSCORE', z, '-inf', '-inf')
+redis.call('ZREM', z, 'm')
+redis.call('INCR', c)
+redis.call('PTTL', c)
+redis.call('PEXPIRE', c, 1)
+redis.call('PUBLISH', ARGV[1], '')
+return 1
+`
 const PROBE_SHA = createHash('sha1').update(PROBE).digest('hex')
 
+/** Redis's words for a call an ACL forbids: NOPERM for commands and keys, an ERR for a script's PUBLISH to a channel. */
+const FORBIDDEN = /^NOPERM\b|^ERR The user executing the script can't/
+
+/** Whether an error is an ACL's refusal (redis-link.ts counts Redis down for it too). */
+export function isForbidden(message: string): boolean {
+  return FORBIDDEN.test(message)
+}
+
 /**
- * The user redis_url names must be allowed what the scripts do: EVAL (the
- * first call of each), EVALSHA (every later one) and writes to keys under
- * key_prefix. An ACL user lacking any of them had every call refused with
- * NOPERM and every admission went local, while `/readyz` said Redis was up
- * and nothing was logged (a Redis review: a 2-slot backend held 4).
+ * The user redis_url names must be allowed what the gateway does: EVAL (the
+ * first call of each script), EVALSHA (every later one), the scripts'
+ * commands on keys under key_prefix and PUBLISH to its channels, and ZREM.
+ * An ACL user lacking any of them had every call refused and every
+ * admission went local, while `/readyz` said Redis was up and nothing was
+ * logged (a Redis review: a 2-slot backend held 4).
  */
 async function permissionProblem(client: Redis, keyPrefix: string): Promise<string | null> {
-  const key = `${keyPrefix}permission-probe`
+  const keys = ['h', 'z', 'c'].map((suffix) => `${keyPrefix}{permission-probe}:${suffix}`)
+  const channel = `${keyPrefix}permission-probe`
   try {
-    await client.eval(PROBE, 1, key)
-    await client.evalsha(PROBE_SHA, 1, key)
+    await client.eval(PROBE, keys.length, ...keys, channel)
+    await client.evalsha(PROBE_SHA, keys.length, ...keys, channel)
+    await client.zrem(keys[1]!, 'm')
     return null
   } catch (error) {
     if (!(error instanceof Error) || error.name !== 'ReplyError') throw error
-    // A read-only replica refuses the write too: the role check says that better.
-    if (!/^NOPERM\b/.test(error.message)) return null
+    // A read-only replica refuses the writes too: the role check says that better.
+    if (!isForbidden(error.message)) return null
     const reply = error.message.split('\n')[0]
-    return `the user in redis_url may not run the shared state's scripts (${reply}): grant it EVAL, EVALSHA and read and write on keys matching ${keyPrefix}*`
+    return `the user in redis_url may not do what the shared state needs (${reply}): grant it EVAL, EVALSHA, ZREM, the hash, sorted set and string commands on keys matching ${keyPrefix}* and PUBLISH to channels matching ${keyPrefix}* (README, Shared state)`
   }
 }
