@@ -60,14 +60,18 @@ function unknownKey(path: string, name: string, known: readonly string[], holder
 }
 
 /**
- * Whether the object the unknown key is in holds a credential. Asked of
- * the schema alone, every unknown key of a backend or `state` was hidden,
- * with none beside it, and two read the same (a design review); without
- * the object (a validator not run verbose), the schema answers.
+ * Whether the object the unknown key is in holds a credential, or a key
+ * misspelt for one (`api_kye: sk-a,b` leaves `b` as a key just the same; a
+ * code review). Asked of the schema alone, every unknown key of a backend
+ * or `state` was hidden, with none beside it, and two read the same (a
+ * design review); without the object (a validator not run verbose), the
+ * schema answers.
  */
 function holdsCredential(holder: unknown, known: readonly string[]): boolean {
-  if (typeof holder !== 'object' || holder === null) return known.some((key) => CREDENTIAL_KEYS.has(key))
-  return Object.keys(holder).some((key) => CREDENTIAL_KEYS.has(key))
+  const credentials = known.filter((key) => CREDENTIAL_KEYS.has(key))
+  if (credentials.length === 0) return false
+  if (typeof holder !== 'object' || holder === null) return true
+  return Object.keys(holder).some((key) => CREDENTIAL_KEYS.has(key) || closestName(key, credentials) !== null)
 }
 
 function describe(error: ErrorObject): { path: string; message: string } {

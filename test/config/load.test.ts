@@ -357,6 +357,13 @@ models:
     )
   })
 
+  // Regression (code review, session 24): asked of the mapping, a misspelt credential key let the piece through.
+  it('does not echo an unknown key beside a misspelt credential key either', () => {
+    const found = issues(`models:\n  - name: m\n    backends: [{ url: "http://a:1", api_kye: sk-live-abc,def123secret }]\n`)
+    expect(JSON.stringify(found)).not.toContain('def123secret')
+    expect(found).toContainEqual({ path: 'models.0.backends.0.<unknown key>', message: expect.stringContaining('is not a known key') })
+  })
+
   it('still names an unknown key beside a credential when it is a near miss of a known one', () => {
     expect(issues(`models:\n  - name: m\n    backends: [{ url: "http://a:1", weigth: 2, api_key: sk-1 }]\n`)).toEqual([{ path: 'models.0.backends.0.weigth', message: 'is not a known key (did you mean "weight"?)' }])
   })
