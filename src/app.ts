@@ -66,7 +66,8 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     frameworkErrors: (error, request, reply) => {
       // DESIGN.md checks credentials and scope before the body and query: a checkpoint listing whose
       // model_id the router cannot decode is still that route's, and its client is checked first.
-      const checkpoints = checkpointsCredentials !== null && CHECKPOINTS_TARGET.test(targetPath(request.raw.url ?? ''))
+      const method = request.raw.method
+      const checkpoints = checkpointsCredentials !== null && (method === 'GET' || method === 'HEAD') && CHECKPOINTS_TARGET.test(targetPath(request.raw.url ?? ''))
       request.facts = newRequestFacts(checkpoints ? 'checkpoints' : 'unknown', request.id)
       recordOnClose(ctx.metrics, request, reply)
       reply.header('x-request-id', request.id)
@@ -158,7 +159,7 @@ function unroutableCheckpointsCheck(ctx: GatewayContext): CredentialCheck | null
  * (a platform review).
  */
 function badUrlMessage(url: string): string {
-  if (url.includes('#')) return 'The URL is not valid: a request target carries no fragment (#…); leave it out.'
+  if (!url.startsWith('/') && url.includes('#')) return 'The URL is not valid: a request target carries no fragment (#…); leave it out.'
   return 'The URL is not valid: check its percent-encoding.'
 }
 

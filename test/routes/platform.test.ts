@@ -610,6 +610,17 @@ describe('checkpoint model_id path safety (raw request targets via node:http)', 
     expect(checkpoints.received.length).toBe(before)
   })
 
+  // Regression (code review, session 24): the credential check ran for every method, so a POST was
+  // challenged where the route serves only GET and HEAD (and a decodable one is a 404 at once).
+  it('the same path with a method the route does not serve is 400 for anyone, and an encoding problem is named as one', async () => {
+    const anonymous = await rawRequest(gw.url, { method: 'POST', path: '/v1/preview/models/%ZZ/checkpoints' })
+    expectGatewayError(anonymous, 400, { type: 'invalid_request_error', code: 'invalid_url' })
+    // In origin form a # is a query's start to the router: the refusal is the encoding's, and says so.
+    const encoded = await getPath(gw, '/v1/preview/models/%ZZ/checkpoints#x')
+    expectGatewayError(encoded, 400, { type: 'invalid_request_error', code: 'invalid_url' })
+    expect(JSON.parse(encoded.text).error.message).toContain('percent-encoding')
+  })
+
   // Regression: an over-long path segment reaches the route, so credentials are checked first (DESIGN.md), then model_id.
   it('a 5000-character model_id is answered in the error shape: 400 (param null: a path segment), 401 without credentials', async () => {
     const before = checkpoints.received.length
