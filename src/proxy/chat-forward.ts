@@ -19,7 +19,7 @@ import type { PassiveFailure } from '../routing/health-state.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import type { ClientDeparture } from './client-departure.js'
 import { isEventStream, relayStream, reportBrokenAnswer } from './chat-stream.js'
-import { completionUsage, type TokenUsage } from './stream-usage.js'
+import { readCompletion, type TokenUsage } from './stream-usage.js'
 import { estimatedCompletionUsage } from './usage-estimate.js'
 import { AnswerTooLargeError, type UpstreamCall } from './upstream-call.js'
 import { closeIfUnread } from './stalled-reader.js'
@@ -129,14 +129,14 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     if (searched === null) request.log.warn({ request_id: job.requestId, model: job.route.name, backend: answer.backend.name, content_encoding: answer.headers['content-encoding'] }, UNSEARCHABLE_ANSWER)
     return sendAnswer(reply, answer.statusCode, responseHeaders, searched ?? EMPTY_BODY, job.route.settings.timeouts.idle_ms)
   }
-  const usage = completionUsage(body)
-  if (usage === undefined) {
+  const completion = readCompletion(body)
+  if (completion === undefined) {
     settle(null)
     // A success that is not a completion at all is a broken backend, not an answer to pass on.
     reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
     throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
   }
-  settle(usage ?? estimatedCompletionUsage(job.messages, body))
+  settle(completion.usage ?? estimatedCompletionUsage(job.messages, completion.choices))
   ctx.monitor.reportSuccess(answer.backend)
   return sendAnswer(reply, answer.statusCode, responseHeaders, body, job.route.settings.timeouts.idle_ms)
 }

@@ -28,21 +28,33 @@ function tokenCount(value: unknown): number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : 0
 }
 
+/** A chat completion answer as the gateway reads it: its choices (for an estimate) and its usage (null when it reports none). */
+export interface ReadCompletion {
+  readonly choices: readonly unknown[]
+  readonly usage: TokenUsage | null
+}
+
 /**
- * The usage of a chat completion answer (null when it reports none);
- * `undefined` when the body is not a completion at all: not JSON, or not
- * an object with a `choices` array (a client library would take `[1,2]`
- * for a completion and fail later, far from the cause).
+ * A chat completion answer, parsed once; `undefined` when the body is not
+ * a completion at all: not JSON, or not an object with a `choices` array
+ * (a client library would take `[1,2]` for a completion and fail later,
+ * far from the cause).
  */
-export function completionUsage(body: Buffer): TokenUsage | null | undefined {
+export function readCompletion(body: Buffer): ReadCompletion | undefined {
   let parsed: unknown
   try {
     parsed = JSON.parse(body.toString('utf8'))
   } catch {
     return undefined
   }
-  if (typeof parsed !== 'object' || parsed === null || !Array.isArray((parsed as { choices?: unknown }).choices)) return undefined
-  return usageOf(parsed)
+  const choices = (parsed as { choices?: unknown } | null)?.choices
+  if (typeof parsed !== 'object' || parsed === null || !Array.isArray(choices)) return undefined
+  return { choices, usage: usageOf(parsed) }
+}
+
+/** The usage of a chat completion answer (null when it reports none); `undefined` when it is not a completion. */
+export function completionUsage(body: Buffer): TokenUsage | null | undefined {
+  return readCompletion(body)?.usage
 }
 
 const USAGE_KEY = Buffer.from('"usage":')

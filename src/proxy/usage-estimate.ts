@@ -26,12 +26,11 @@ export function estimatedStreamUsage(messages: ChatCompletionBody['messages'], e
  * estimated (a limits review). A completion token per 4 characters of what
  * the choices generated (content, reasoning, tool call arguments).
  */
-export function estimatedCompletionUsage(messages: ChatCompletionBody['messages'], completion: Buffer): TokenUsage {
-  return { prompt: Math.ceil(promptCharacters(messages) / 4), completion: Math.ceil(generatedCharacters(completion) / 4) }
+export function estimatedCompletionUsage(messages: ChatCompletionBody['messages'], choices: readonly unknown[]): TokenUsage {
+  return { prompt: Math.ceil(promptCharacters(messages) / 4), completion: Math.ceil(generatedCharacters(choices) / 4) }
 }
 
-function generatedCharacters(completion: Buffer): number {
-  const { choices } = JSON.parse(completion.toString('utf8')) as { choices: unknown[] }
+function generatedCharacters(choices: readonly unknown[]): number {
   let characters = 0
   for (const choice of choices) {
     const message = (choice as { message?: unknown } | null)?.message
