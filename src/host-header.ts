@@ -6,24 +6,13 @@
  * two, or on a `user@host` the gateway would read otherwise (a platform
  * review). HTTP/1.1 without one is refused apart, by the caller.
  */
+import { headerLines } from './raw-headers.js'
 
 /** A reg-name or IPv4 address, or an IP literal in brackets, then an optional port; empty is allowed (a target without authority). */
 const HOST_VALUE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/
 
-const HOST = 'host'
-
 export function isValidHostHeader(value: string | undefined, rawHeaders: readonly string[]): boolean {
   if (value === undefined) return true
   if (!HOST_VALUE.test(value)) return false
-  return hostLines(rawHeaders) === 1
-}
-
-function hostLines(rawHeaders: readonly string[]): number {
-  let count = 0
-  // Only a name of the right length is lower-cased: this runs for every request.
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!
-    if (name.length === HOST.length && name.toLowerCase() === HOST) count++
-  }
-  return count
+  return headerLines(rawHeaders, 'host') === 1
 }

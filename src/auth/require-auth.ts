@@ -13,6 +13,7 @@ import type { AuthRequirement, Principal } from './principal.js'
 import { sendContinue } from './expect-continue.js'
 import { ClientLeftError, DerivationsBusyError } from './derivation-limiter.js'
 import { GatewayError } from '../errors/gateway-error.js'
+import { headerLines } from '../raw-headers.js'
 
 /** An `onRequest` hook, callable outside one too (app.ts, for a target the router refused). */
 export type CredentialCheck = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void
@@ -21,7 +22,7 @@ export type CredentialCheck = (request: FastifyRequest, reply: FastifyReply, don
 export function requireAuth(authenticators: Authenticators, requirement: AuthRequirement, bodyLimitBytes: number): CredentialCheck {
   // Callback style: a Bearer check is synchronous, so no promise is made for it.
   return (request, reply, done) => {
-    if (countAuthorizationHeaders(request.raw.rawHeaders) > 1) {
+    if (headerLines(request.raw.rawHeaders, 'authorization') > 1) {
       done(duplicateCredentials(requirement))
       return
     }
@@ -83,14 +84,3 @@ function refusal(request: FastifyRequest, error: unknown): Error {
   return error as Error
 }
 
-const AUTHORIZATION = 'authorization'
-
-function countAuthorizationHeaders(rawHeaders: readonly string[]): number {
-  let count = 0
-  // Only a name of the right length is lower-cased: this runs for every header of every request.
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!
-    if (name.length === AUTHORIZATION.length && name.toLowerCase() === AUTHORIZATION) count++
-  }
-  return count
-}
