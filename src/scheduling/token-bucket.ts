@@ -42,9 +42,15 @@ export function waitFor(bucket: Bucket, needed: number, perMinute: number): numb
 
 export type Take = { readonly ok: true; readonly bucket: Bucket } | { readonly ok: false; readonly bucket: Bucket; readonly retryAfterMs: number }
 
-/** Takes one request from a requests-per-minute bucket. */
+/**
+ * Takes one request from a requests-per-minute bucket. Use counts at most a
+ * full minute's allowance: only a reload that lowered the limit leaves more
+ * (10 of 10 used, lowered to 1, was a 10-minute wait; a review), and a
+ * limit per minute should not refuse for longer than a minute.
+ */
 export function takeRequest(bucket: Bucket | undefined, perMinute: number, now: number): Take {
-  const current = refill(bucket, perMinute, now)
+  const refilled = refill(bucket, perMinute, now)
+  const current = refilled.used > perMinute ? { used: perMinute, at: refilled.at } : refilled
   if (current.used + 1 <= perMinute) return { ok: true, bucket: { used: current.used + 1, at: current.at } }
   return { ok: false, bucket: current, retryAfterMs: waitFor(current, 1, perMinute) }
 }

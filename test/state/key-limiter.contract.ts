@@ -221,6 +221,11 @@ export function describeKeyLimiterContract(name: string, create: CreateKeyLimite
       for (let i = 0; i < 7; i++) await oneRequest(k, { requests_per_minute: 10 })
       await refused(k, { requests_per_minute: 10 }, 'rate_limit_requests')
 
+      // Lowered below what was used: refused for a minute at most, not for the old use at the new rate.
+      const all = key('reloaded-all')
+      for (let i = 0; i < 10; i++) await oneRequest(all, { requests_per_minute: 10 })
+      expect((await refused(all, { requests_per_minute: 1 }, 'rate_limit_requests')).retryAfterMs).toBe(60_000)
+
       const t = key('reloaded-tokens')
       await oneRequest(t, { tokens_per_minute: 100_000 }, 90)
       await oneRequest(t, { tokens_per_minute: 100 }, 30)
