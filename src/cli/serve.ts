@@ -129,7 +129,8 @@ async function reloadFrom(configFile: string, gateway: RunningGateway, logger: L
   try {
     await gateway.reload(config)
     reloads.inc({ result: 'ok' })
-    logger.info({ config: configFile, models: config.models.map((m) => m.name) }, 'config reloaded')
+    // A lifecycle line: a reload into log.level warn said nothing of itself (a reload review).
+    lifecycleLine(logger)({ config: configFile, models: config.models.map((m) => m.name) }, 'config reloaded')
   } catch (error) {
     if (error instanceof ReloadRefused) {
       reloads.inc({ result: 'invalid' })

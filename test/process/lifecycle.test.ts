@@ -176,17 +176,23 @@ describe('reload of settings read after start', () => {
 describe('log.level above info', () => {
   // Session 23 lifecycle review: at warn, port 0's chosen port was never printed (DESIGN.md: printed
   // at start), nor a drain's start and end: the lines were info lines.
-  it('still prints the start line (with the chosen port), the drain and the stop, at the configured level', async () => {
+  // Session 24 reload review: a reload into warn said nothing of itself ("config reloaded" was info).
+  it('still prints the start line (with the chosen port), a reload, the drain and the stop, at the configured level', async () => {
     const standIn = await cleanups.standIn({ tokens: 1 })
-    const gateway = await gatewayProcess(await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { log: { level: 'warn' } })))
+    const text = config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { log: { level: 'warn' } })
+    const file = await configFile(text)
+    const gateway = await gatewayProcess(file)
     expect(gateway.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/)
     expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
+    gateway.child.kill('SIGHUP')
+    await gateway.waitForLine((line) => line.msg === 'config reloaded')
 
     gateway.child.kill('SIGTERM')
     expect(await gateway.exited()).toBe(0)
     await gateway.outputEnded()
     expect(gateway.lines.map((line) => [line.msg, line.level])).toEqual([
       ['sluice listening', 40],
+      ['config reloaded', 40],
       ['draining', 40],
       ['stopped', 40],
     ])
