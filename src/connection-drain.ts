@@ -46,11 +46,36 @@ function closeWaitingResponses(responses: Iterable<ServerResponse>): void {
   }
 }
 
+/**
+ * Marks the connection's last response `Connection: close`, and only that
+ * one: Node takes a response so marked for the connection's last and drops
+ * those queued behind it, so marking every unsent one lost the answers to
+ * pipelined requests already forwarded upstream (an HTTP review: a second
+ * training job was created and its answer never sent). A mark this module
+ * put on an earlier response, before a later request came, is taken off.
+ */
+function closeAfterLast(responses: Set<ServerResponse>, marked: WeakSet<ServerResponse>): void {
+  let last: ServerResponse | undefined
+  for (const response of responses) last = response
+  for (const response of responses) {
+    if (response.headersSent) continue
+    if (response === last) {
+      response.setHeader('connection', 'close')
+      marked.add(response)
+    } else if (marked.has(response)) {
+      response.removeHeader('connection')
+      marked.delete(response)
+    }
+  }
+}
+
 export function trackConnections(server: Server): ConnectionDrain {
   /** The responses in progress on each open connection. */
   const active = new Map<Socket, Set<ServerResponse>>()
   /** Connections to close once their responses are done (closeAfterWholeRequests). */
   const closing = new Set<Socket>()
+  /** Responses this module marked `Connection: close` (closeAfterLast). */
+  const marked = new WeakSet<ServerResponse>()
   let draining = false
 
   server.on('connection', (socket: Socket) => {
@@ -66,7 +91,7 @@ export function trackConnections(server: Server): ConnectionDrain {
     const socket = request.socket
     const responses = active.get(socket)
     responses?.add(response)
-    if (draining && !response.headersSent) response.setHeader('connection', 'close')
+    if (draining && responses !== undefined) closeAfterLast(responses, marked)
     // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
     response.on('close', () => {
       // When the client hung up, the socket closes before its response does:
@@ -84,7 +109,7 @@ export function trackConnections(server: Server): ConnectionDrain {
       const responses = active.get(socket)
       if (responses === undefined || responses.size === 0 || ![...responses].every((response) => response.req.complete)) return false
       closing.add(socket)
-      for (const response of responses) if (!response.headersSent) response.setHeader('connection', 'close')
+      closeAfterLast(responses, marked)
       return true
     },
     busy: (socket) => (active.get(socket)?.size ?? 0) > 0,
@@ -93,8 +118,8 @@ export function trackConnections(server: Server): ConnectionDrain {
       draining = true
       for (const [socket, responses] of active) {
         if (responses.size === 0) socket.end()
-        // A response not yet begun (a request waiting in a queue) is the connection's last too: say so.
-        for (const response of responses) if (!response.headersSent) response.setHeader('connection', 'close')
+        // The last response not yet begun (a request waiting in a queue) is the connection's last: say so.
+        else closeAfterLast(responses, marked)
       }
     },
   }

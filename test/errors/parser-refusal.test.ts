@@ -103,6 +103,17 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
     expect(exchange.closed).toBe(true)
   })
 
+  // Regression (HTTP review, session 24): every unsent answer was marked Connection: close, Node took the
+  // first for the connection's last and dropped the rest, requests already forwarded upstream among them.
+  it('bad bytes after three whole pipelined requests: each gets its answer, in order, the last saying close', async () => {
+    const request = (path: string) => `GET ${path} HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\n\r\n`
+    const exchange = await rawExchange(gw.url, `${request('/healthz')}${request('/v1/models')}${request('/healthz')}X`)
+    expect(exchange.responses.map((response) => response.status)).toEqual([200, 200, 200])
+    expect(JSON.parse(exchange.responses[1]!.body.toString('utf8'))).toMatchObject({ object: 'list' })
+    expect(exchange.responses.map((response) => response.headers.connection)).toEqual(['keep-alive', 'keep-alive', 'close'])
+    expect(exchange.closed).toBe(true)
+  })
+
   it('a client that resets the connection mid-request gets nothing and costs nothing', async () => {
     const { connect } = await import('node:net')
     const url = new URL(gw.url)
