@@ -30,6 +30,11 @@ export const CLIENT_KEEP_ALIVE_MS = 5000
 export function createPublicListener(handle: (request: IncomingMessage, response: ServerResponse) => void, metrics: Metrics, logger: Logger, maxConnections = 0): PublicListener {
   // Host is checked by the app (app.ts), so that its refusal has the DESIGN.md body too.
   const server = createServer({ requireHostHeader: false, keepAliveTimeout: CLIENT_KEEP_ALIVE_MS })
+  // Every header line reaches the app: past Node's default of 2,000 lines it dropped the rest from
+  // `headers` and `rawHeaders` while its parser still framed the body by them, so a Content-Length,
+  // a second Host or a second Authorization after 2,000 filler lines went unseen (an HTTP review: a
+  // 401'd connection read 20 GiB). Node's 16 KiB header limit still bounds them.
+  server.maxHeadersCount = 0
   capConnections(server, maxConnections, metrics, logger)
   server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     holdContinue(response)

@@ -163,3 +163,28 @@ describe('a connection closed after an answer sent before its body was read', ()
     expect(backend.received).toHaveLength(0)
   })
 })
+
+// Regression (HTTP review, session 24): Node kept only the first 2,000 header lines in `headers` and
+// `rawHeaders` while its parser framed the body by all of them: a Content-Length after the filler went
+// unseen (the 401'd connection was drained of 20 GiB), and so did a second Host or Authorization.
+describe('a header after 2,000 filler lines', () => {
+  const key = makeKey('k', ['chat'])
+  const cleanups = trackedAfterEach()
+  const filler = 'x:y\r\n'.repeat(2100)
+
+  it('still frames the refused body: Connection: close, not a drain', async () => {
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    const exchange = await rawExchange(gw.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n${filler}Content-Length: 5000000\r\n\r\n${'x'.repeat(1000)}`)
+    expect(exchange.responses.map((response) => response.status)).toEqual([401])
+    expect(exchange.responses[0]!.headers.connection).toBe('close')
+    expect(exchange.closed).toBe(true)
+  })
+
+  it('still counts a second Host or Authorization line', async () => {
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    const host = await rawExchange(gw.url, `GET /healthz HTTP/1.1\r\nHost: gw\r\n${filler}Host: other\r\n\r\n`)
+    expect(host.responses.map((response) => response.status)).toEqual([400])
+    const twice = await rawExchange(gw.url, `GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\n${filler}Authorization: Bearer other\r\nConnection: close\r\n\r\n`)
+    expect(twice.responses.map((response) => response.status)).toEqual([401])
+  })
+})
