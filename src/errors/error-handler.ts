@@ -59,8 +59,11 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: G
     reply.header('connection', 'close')
     // Read on after the answer, or the unread body's bytes make the close a reset that loses it.
     lingerOnClose(request.raw.socket)
+  } else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) {
+    // fastify's close mark on a body it read whole and refused: the connection goes on as the client asked.
+    // Said, not removed: a removed header left HTTP/1.0 keep-alive and HTTP/1.1 close answers without one (an HTTP review).
+    reply.header('connection', reply.raw.shouldKeepAlive ? 'keep-alive' : 'close')
   }
-  else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) reply.removeHeader('connection')
   return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
 }
 

@@ -84,6 +84,8 @@ function writeRefusal(socket: Duplex, refusal: GatewayError): void {
   const body = JSON.stringify(refusal.toBody())
   socket.end(
     `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status] ?? ''}\r\n` +
+      // RFC 9110 §6.6.1: an origin server with a clock sends Date (Node's own answers do; these are written by hand).
+      `Date: ${new Date().toUTCString()}\r\n` +
       'Content-Type: application/json\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       'Connection: close\r\n\r\n' +

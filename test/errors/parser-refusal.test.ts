@@ -35,6 +35,8 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
     expect(exchange.responses[0]!.status).toBe(400)
     expect(expectErrorBody(exchange.responses[0]!).code).toBe('malformed_http')
     expect(exchange.responses[0]!.headers['content-type']).toBe('application/json')
+    // Written by hand, and dated as Node's own answers are (an HTTP review, session 24).
+    expect(Date.parse(exchange.responses[0]!.headers.date!)).toBeGreaterThan(Date.now() - 60_000)
     expect(exchange.closed).toBe(true)
     expect(await requestsRefused(400)).toBe(before + 1)
   })
