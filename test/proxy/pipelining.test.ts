@@ -60,7 +60,7 @@ describe('pipelined requests', () => {
 
     const responses = await pipelined(gw, chatRequest('one') + bad + chatRequest('three'), 3)
     expect(responses.map((r) => r.status)).toEqual([200, 400, 200])
-    expect(responses.map((r) => r.headers.connection)).toEqual(['keep-alive', undefined, 'keep-alive'])
+    expect(responses.map((r) => r.headers.connection)).toEqual(['keep-alive', 'keep-alive', 'keep-alive'])
     expect(backend.received.map((r) => (r.body as { messages: { content: string }[] }).messages[0]!.content)).toEqual(['one', 'three'])
   })
 
