@@ -110,9 +110,9 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     }
     // A GET route reads no body: one sent anyway is left to Node to drain only when short.
     const method = request.raw.method
-    if ((method === 'GET' || method === 'HEAD') && !isDiscardable(request.headers)) {
-      reply.header('connection', 'close')
+    if ((method === 'GET' || method === 'HEAD') && !request.raw.complete) {
       lingerOnClose(request.raw.socket)
+      if (!isDiscardable(request.headers)) reply.header('connection', 'close')
     }
     // Answered before the body is read: nothing would use it (a JSON body up to the limit was parsed for a 404).
     if (request.facts.route === 'unknown') {

@@ -7,6 +7,7 @@
  */
 import type { Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import { isLingering } from './lingering-close.js'
 
 export interface ConnectionDrain {
   /** Starts draining: idle connections close now, busy ones after their response. */
@@ -63,7 +64,8 @@ function closeAfterLast(responses: Set<ServerResponse>, marked: WeakSet<ServerRe
       response.setHeader('connection', 'close')
       marked.add(response)
     } else if (marked.has(response)) {
-      response.removeHeader('connection')
+      // Said, not removed: a removed header leaves the answer with none (an HTTP/1.0 keep-alive client reads a close).
+      response.setHeader('connection', response.shouldKeepAlive ? 'keep-alive' : 'close')
       marked.delete(response)
     }
   }
@@ -117,7 +119,11 @@ export function trackConnections(server: Server): ConnectionDrain {
     drain() {
       draining = true
       for (const [socket, responses] of active) {
-        if (responses.size === 0) socket.end()
+        // A connection lingering after its last answer (lingering-close.ts) is done: a drain does not wait out its 5 s.
+        if (responses.size === 0) {
+          if (isLingering(socket)) socket.destroy()
+          else socket.end()
+        }
         // The last response not yet begun (a request waiting in a queue) is the connection's last: say so.
         else closeAfterLast(responses, marked)
       }

@@ -55,10 +55,12 @@ function messageFor(code: ErrorCode, error: Error): string {
  */
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.facts.errorCode = error.code
-  if (!request.raw.complete && !isDiscardable(request.headers)) {
+  const unread = !request.raw.complete
+  // Read on after the answer if the connection closes (below, or as the client asked: Connection: close,
+  // HTTP/1.0), or the unread body's bytes make the close a reset that loses the answer.
+  if (unread) lingerOnClose(request.raw.socket)
+  if (unread && !isDiscardable(request.headers)) {
     reply.header('connection', 'close')
-    // Read on after the answer, or the unread body's bytes make the close a reset that loses it.
-    lingerOnClose(request.raw.socket)
   } else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) {
     // fastify's close mark on a body it read whole and refused: the connection goes on as the client asked.
     // Said, not removed: a removed header left HTTP/1.0 keep-alive and HTTP/1.1 close answers without one (an HTTP review).

@@ -127,9 +127,10 @@ describe('a connection closed after an answer sent before its body was read', ()
     const piece = Buffer.alloc(256 * 1024, 0x61)
     let written = 0
     while (written < total && !socket.destroyed) {
-      const taken = new Promise<boolean>((resolve) => socket.write(piece, (error) => resolve(error == null)))
+      const bytes = piece.subarray(0, Math.min(piece.length, total - written))
+      const taken = new Promise<boolean>((resolve) => socket.write(bytes, (error) => resolve(error == null)))
       if (!(await taken)) break
-      written += piece.length
+      written += bytes.length
     }
     return written
   }
@@ -155,6 +156,22 @@ describe('a connection closed after an answer sent before its body was read', ()
     await client.ended
     expect(client.received()).toMatch(/^HTTP\/1\.1 200 /)
     expect(await writeBody(client.socket, 8 * 1024 * 1024)).toBe(8 * 1024 * 1024)
+    client.socket.end()
+    expect(await client.closed).toBeNull()
+  })
+
+  // Regression (code review, session 24): a body short enough to drain was not lingered on, and Node
+  // closes after the answer when the client asked (Connection: close, HTTP/1.0): EPIPE again.
+  it.each([
+    ['Connection: close', 'HTTP/1.1', 'Connection: close\r\n'],
+    ['HTTP/1.0', 'HTTP/1.0', ''],
+  ])('a short body the client closes after (%s) is read on too', async (_name, version, connection) => {
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    const client = halfOpen(gw)
+    client.socket.write(`POST /v1/chat/completions ${version}\r\nHost: gw\r\n${connection}Content-Type: application/json\r\nContent-Length: 61440\r\n\r\n`)
+    await client.ended
+    expect(client.received()).toMatch(/^HTTP\/1\.1 401 /)
+    expect(await writeBody(client.socket, 61440)).toBe(61440)
     client.socket.end()
     expect(await client.closed).toBeNull()
   })

@@ -225,6 +225,11 @@ export function describeKeyLimiterContract(name: string, create: CreateKeyLimite
       const all = key('reloaded-all')
       for (let i = 0; i < 10; i++) await oneRequest(all, { requests_per_minute: 10 })
       expect((await refused(all, { requests_per_minute: 1 }, 'rate_limit_requests')).retryAfterMs).toBe(60_000)
+      // And let in then, not refused again minute after minute while the old use drains.
+      clock.advance(30_000)
+      expect((await refused(all, { requests_per_minute: 1 }, 'rate_limit_requests')).retryAfterMs).toBe(30_000)
+      clock.advance(30_000)
+      await oneRequest(all, { requests_per_minute: 1 })
 
       const t = key('reloaded-tokens')
       await oneRequest(t, { tokens_per_minute: 100_000 }, 90)

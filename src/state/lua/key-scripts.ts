@@ -61,8 +61,12 @@ if tpm > 0 then
 end
 if rpm > 0 then
   rused, rat = refill('r', rpm)
-  -- takeRequest(): use counts at most a minute's allowance (more only after a reload lowered the limit).
-  rused = math.min(rused, rpm)
+  -- takeRequest(): use counts at most a minute's allowance (more only after a reload lowered the limit),
+  -- and the cap is kept, refused or not, or every try would start again from the old use.
+  if rused > rpm then
+    rused = rpm
+    store('r', rused, rat, rpm)
+  end
   if rused + 1 > rpm then rwait = wait_for(rused, 1, rpm) end
 end
 -- Every refusal's Retry-After is when all of the key's limits let it in.
