@@ -135,29 +135,29 @@ describe('a connection closed after an answer sent before its body was read', ()
     return written
   }
 
-  it('a client writing its whole body after the 401 gets no reset, and the connection ends when it ends its side', async () => {
+  /**
+   * Sends `head`, waits for the answer and the gateway's FIN, checks the status, then writes the whole
+   * announced body and ends its side: no reset on the way, and the connection closes cleanly.
+   */
+  async function answeredThenBodyWritten(head: string, status: number, bodyBytes: number): Promise<void> {
     const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
     const client = halfOpen(gw)
-    client.socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 8388608\r\n\r\n')
+    client.socket.write(`${head}Content-Length: ${bodyBytes}\r\n\r\n`)
     // The answer, then the gateway's FIN, before any of the body was sent.
     await client.ended
-    expect(client.received()).toMatch(/^HTTP\/1\.1 401 /)
-
-    expect(await writeBody(client.socket, 8 * 1024 * 1024)).toBe(8 * 1024 * 1024)
+    expect(client.received()).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `))
+    expect(await writeBody(client.socket, bodyBytes)).toBe(bodyBytes)
     client.socket.end()
     expect(await client.closed).toBeNull()
+  }
+
+  it('a client writing its whole body after the 401 gets no reset, and the connection ends when it ends its side', async () => {
+    await answeredThenBodyWritten('POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n', 401, 8 * 1024 * 1024)
   })
 
   // Regression (HTTP review, session 24): a GET's own answer closed at once: 20 of 20 Python clients got EPIPE.
   it('a GET answered 200 with a large body still coming lingers too', async () => {
-    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
-    const client = halfOpen(gw)
-    client.socket.write('GET /healthz HTTP/1.1\r\nHost: gw\r\nContent-Length: 8388608\r\n\r\n')
-    await client.ended
-    expect(client.received()).toMatch(/^HTTP\/1\.1 200 /)
-    expect(await writeBody(client.socket, 8 * 1024 * 1024)).toBe(8 * 1024 * 1024)
-    client.socket.end()
-    expect(await client.closed).toBeNull()
+    await answeredThenBodyWritten('GET /healthz HTTP/1.1\r\nHost: gw\r\n', 200, 8 * 1024 * 1024)
   })
 
   // Regression (code review, session 24): a body short enough to drain was not lingered on, and Node
@@ -166,14 +166,7 @@ describe('a connection closed after an answer sent before its body was read', ()
     ['Connection: close', 'HTTP/1.1', 'Connection: close\r\n'],
     ['HTTP/1.0', 'HTTP/1.0', ''],
   ])('a short body the client closes after (%s) is read on too', async (_name, version, connection) => {
-    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
-    const client = halfOpen(gw)
-    client.socket.write(`POST /v1/chat/completions ${version}\r\nHost: gw\r\n${connection}Content-Type: application/json\r\nContent-Length: 61440\r\n\r\n`)
-    await client.ended
-    expect(client.received()).toMatch(/^HTTP\/1\.1 401 /)
-    expect(await writeBody(client.socket, 61440)).toBe(61440)
-    client.socket.end()
-    expect(await client.closed).toBeNull()
+    await answeredThenBodyWritten(`POST /v1/chat/completions ${version}\r\nHost: gw\r\n${connection}Content-Type: application/json\r\n`, 401, 61440)
   })
 
   it('is read past the answer only so far: a client sending on and on is cut off', async () => {
