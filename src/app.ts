@@ -21,7 +21,7 @@ import { PLATFORM_ROUTES, registerPlatformRoutes } from './routes/platform.js'
 import { requireAuth, type CredentialCheck } from './auth/require-auth.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 import { sendContinue } from './auth/expect-continue.js'
-import { isDiscardable } from './unread-body.js'
+import { announcesBody, isDiscardable } from './unread-body.js'
 import { isValidHostHeader } from './host-header.js'
 import { lingerOnClose } from './lingering-close.js'
 
@@ -110,7 +110,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     }
     // A GET route reads no body: one sent anyway is left to Node to drain only when short.
     const method = request.raw.method
-    if ((method === 'GET' || method === 'HEAD') && !request.raw.complete) {
+    if ((method === 'GET' || method === 'HEAD') && announcesBody(request.headers)) {
       lingerOnClose(request.raw.socket)
       if (!isDiscardable(request.headers)) reply.header('connection', 'close')
     }

@@ -7,7 +7,6 @@
  */
 import type { Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import { isLingering } from './lingering-close.js'
 
 export interface ConnectionDrain {
   /** Starts draining: idle connections close now, busy ones after their response. */
@@ -119,11 +118,9 @@ export function trackConnections(server: Server): ConnectionDrain {
     drain() {
       draining = true
       for (const [socket, responses] of active) {
-        // A connection lingering after its last answer (lingering-close.ts) is done: a drain does not wait out its 5 s.
-        if (responses.size === 0) {
-          if (isLingering(socket)) socket.destroy()
-          else socket.end()
-        }
+        // A connection lingering after its last answer (lingering-close.ts) is left its 5 s at most: destroyed
+        // now, a client still sending got the reset the linger is there to spare it (a code review).
+        if (responses.size === 0) socket.end()
         // The last response not yet begun (a request waiting in a queue) is the connection's last: say so.
         else closeAfterLast(responses, marked)
       }

@@ -14,3 +14,13 @@ const DISCARDED_BODY_MAX_BYTES = 64 * 1024
 export function isDiscardable(headers: IncomingHttpHeaders): boolean {
   return headers['transfer-encoding'] === undefined && Number(headers['content-length'] ?? 0) <= DISCARDED_BODY_MAX_BYTES
 }
+
+/**
+ * Whether the request announced a body at all. Node has not marked a
+ * request complete when the app sees it, even one without a body, so
+ * `complete` alone put every GET's connection on the lingering close (a
+ * code review: a Connection: close GET held its socket 5 s).
+ */
+export function announcesBody(headers: IncomingHttpHeaders): boolean {
+  return headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0
+}

@@ -41,7 +41,11 @@ export class MemoryKeyLimiter implements KeyLimiter {
     const taken = limits.requests_per_minute === undefined ? null : takeRequest(this.#requests.get(keyId), limits.requests_per_minute, now)
     // A refused take's bucket holds the use capped at a minute's allowance (token-bucket.ts): kept, or the cap
     // would start again from the old use at every try (a code review: still refused after 10 minutes).
-    if (taken !== null && !taken.ok) this.#requests.set(keyId, taken.bucket)
+    if (taken !== null && !taken.ok) {
+      this.#requests.set(keyId, taken.bucket)
+      // Under the limits it is now read at, or the carry into Redis drained it at the old rate (a code review).
+      this.#countedUnder(keyId, limits)
+    }
     const tokensWait = tokens !== null && !tokens.ok ? tokens.retryAfterMs : 0
     const requestsWait = taken !== null && !taken.ok ? taken.retryAfterMs : 0
     // Every refusal's Retry-After is when all of the key's limits let it in: the first limit's alone was

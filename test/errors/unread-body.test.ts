@@ -169,6 +169,20 @@ describe('a connection closed after an answer sent before its body was read', ()
     await answeredThenBodyWritten(`POST /v1/chat/completions ${version}\r\nHost: gw\r\n${connection}Content-Type: application/json\r\n`, 401, 61440)
   })
 
+  // Regression (code review, session 24): Node has not marked even a bodyless request complete when the app
+  // sees it, so every GET's connection lingered: a Connection: close GET held its socket 5 s.
+  it('a request without a body closes at once after its answer, lingering on nothing', async () => {
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    for (const head of ['GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n', 'GET /nope HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n']) {
+      const client = halfOpen(gw)
+      client.socket.write(head)
+      await client.ended
+      // The client keeps its side open: only the gateway can close the connection, and it does not wait.
+      await until(() => gw.openConnections() === 0, 'the connection closed by the gateway', 2000)
+      client.socket.destroy()
+    }
+  })
+
   it('is read past the answer only so far: a client sending on and on is cut off', async () => {
     const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
     const client = halfOpen(gw)

@@ -131,3 +131,22 @@ describe('FailoverKeyLimiter when Redis goes away with tickets running', () => {
     local.release()
   })
 })
+
+// Regression (code review, session 24): a refused request bucket was stored capped, but under the limits of
+// the last admission, so `usage` drained it at the old rate and the carry into Redis handed over nothing.
+describe('MemoryKeyLimiter.usage after a lowered limit refused a key', () => {
+  it('reads the capped use at the new limit', async () => {
+    let now = 1_000_000
+    const local = new MemoryKeyLimiter({ now: () => now })
+    for (let i = 0; i < 10; i++) (await local.admit('k', { requests_per_minute: 10 })).release()
+    now += 1000
+    const lowered = { requests_per_minute: 1 }
+    await expect(local.admit('k', lowered)).rejects.toMatchObject({ reason: 'rate_limit_requests' })
+    now += 6500
+    await expect(local.admit('k', lowered)).rejects.toMatchObject({ reason: 'rate_limit_requests' })
+    const [use] = local.usage()
+    expect(use).toMatchObject({ keyId: 'k', limits: lowered })
+    // Capped at 1 a minute's use 7.5 s ago, drained at 1 a minute since.
+    expect(use!.requests).toBeCloseTo(1 - 6.5 / 60, 6)
+  })
+})
