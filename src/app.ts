@@ -21,9 +21,8 @@ import { PLATFORM_ROUTES, registerPlatformRoutes } from './routes/platform.js'
 import { requireAuth, type CredentialCheck } from './auth/require-auth.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 import { sendContinue } from './auth/expect-continue.js'
-import { announcesBody, isDiscardable } from './unread-body.js'
+import { announcesBody, answeringBeforeBody } from './unread-body.js'
 import { isValidHostHeader } from './host-header.js'
-import { lingerOnClose } from './lingering-close.js'
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void
 
@@ -110,10 +109,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     }
     // A GET route reads no body: one sent anyway is left to Node to drain only when short.
     const method = request.raw.method
-    if ((method === 'GET' || method === 'HEAD') && announcesBody(request.headers)) {
-      lingerOnClose(request.raw.socket)
-      if (!isDiscardable(request.headers)) reply.header('connection', 'close')
-    }
+    if ((method === 'GET' || method === 'HEAD') && announcesBody(request.headers) && answeringBeforeBody(request.raw)) reply.header('connection', 'close')
     // Answered before the body is read: nothing would use it (a JSON body up to the limit was parsed for a 404).
     if (request.facts.route === 'unknown') {
       done(notFound(app, request))

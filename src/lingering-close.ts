@@ -37,7 +37,7 @@ export function lingerOnClose(socket: Socket): void {
   socket.destroySoon = lingeringDestroySoon
 }
 
-/** Whether `socket` is lingering: its answers are done, and a drain need not wait for it. */
+/** Whether `socket` is lingering: its answers are done and its client's bytes are being read and dropped. */
 export function isLingering(socket: Socket): boolean {
   return lingering.has(socket)
 }

@@ -5,7 +5,8 @@
  * left to Node only for a body announced small; a long or chunked one
  * closes the connection instead.
  */
-import type { IncomingHttpHeaders } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+import { lingerOnClose } from './lingering-close.js'
 
 /** The most of an unread body Node is left to read and throw away to keep the connection (about Go's net/http's 256 KiB). */
 const DISCARDED_BODY_MAX_BYTES = 64 * 1024
@@ -23,4 +24,15 @@ export function isDiscardable(headers: IncomingHttpHeaders): boolean {
  */
 export function announcesBody(headers: IncomingHttpHeaders): boolean {
   return headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0
+}
+
+/**
+ * An answer goes before the request's announced body was read: the
+ * connection's close, whoever decides it (this answer, or Node because the
+ * client asked), lingers (lingering-close.ts); whether the answer must say
+ * `Connection: close` (a body too long to drain) is returned.
+ */
+export function answeringBeforeBody(request: IncomingMessage): boolean {
+  lingerOnClose(request.socket)
+  return !isDiscardable(request.headers)
 }

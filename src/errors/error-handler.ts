@@ -4,8 +4,7 @@
  * the DESIGN.md shape; anything else is a 500 whose details stay in the log.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import { announcesBody, isDiscardable } from '../unread-body.js'
-import { lingerOnClose } from '../lingering-close.js'
+import { announcesBody, answeringBeforeBody } from '../unread-body.js'
 import { causeOf } from './upstream-errors.js'
 import { GatewayError, type ErrorCode } from './gateway-error.js'
 
@@ -55,11 +54,8 @@ function messageFor(code: ErrorCode, error: Error): string {
  */
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.facts.errorCode = error.code
-  const unread = !request.raw.complete && announcesBody(request.headers)
-  // Read on after the answer if the connection closes (below, or as the client asked: Connection: close,
-  // HTTP/1.0), or the unread body's bytes make the close a reset that loses the answer.
-  if (unread) lingerOnClose(request.raw.socket)
-  if (unread && !isDiscardable(request.headers)) {
+  // Read on after the answer if the connection closes, or the unread body's bytes make the close a reset that loses it.
+  if (!request.raw.complete && announcesBody(request.headers) && answeringBeforeBody(request.raw)) {
     reply.header('connection', 'close')
   } else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) {
     // fastify's close mark on a body it read whole and refused: the connection goes on as the client asked.

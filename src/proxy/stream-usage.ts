@@ -52,10 +52,6 @@ export function readCompletion(body: Buffer): ReadCompletion | undefined {
   return { choices, usage: usageOf(parsed) }
 }
 
-/** The usage of a chat completion answer (null when it reports none); `undefined` when it is not a completion. */
-export function completionUsage(body: Buffer): TokenUsage | null | undefined {
-  return readCompletion(body)?.usage
-}
 
 const USAGE_KEY = Buffer.from('"usage":')
 /** Looked for in every streamed event: see byte-search.ts for why not Buffer's indexOf. */

@@ -64,9 +64,8 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   if (bodyMayQuoteCredential(response.statusCode, call) && upstream.echoableSecrets.length > 0) return sendSearchedAnswer(ctx, request, reply, upstream, response, upstreamAbort.signal)
   if (response.statusCode === 204 || response.statusCode === 304) return sendBodiless(request, reply, upstream, response)
   watchBody(ctx, request, upstream, response.body, upstreamAbort.signal)
-  const headers = responseHeadersFromUpstream(response.headers)
   // A success's body is the client's data, never searched; its headers (a debug echo) are the operator's business.
-  withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
+  const headers = clientHeaders(response, upstream)
   // The body goes through unchanged, so its length does too (a HEAD answer's is told nowhere else).
   const length = response.headers['content-length']
   if (length !== undefined) headers['content-length'] = length
@@ -95,14 +94,25 @@ const NOTHING = Buffer.alloc(0)
 function sendBodiless(request: FastifyRequest, reply: FastifyReply, upstream: Upstream, response: Dispatcher.ResponseData): FastifyReply {
   // Read to its (empty) end, which leaves the upstream connection reusable; destroying it closed the connection.
   response.body.dump().catch(() => undefined)
-  const headers = responseHeadersFromUpstream(response.headers)
-  withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
+  const headers = clientHeaders(response, upstream)
   const length = response.headers['content-length']
   if (length !== undefined && response.statusCode === 304) headers['content-length'] = length
+  return writeAnswer(request, reply, response.statusCode, headers, undefined)
+}
+
+/** The upstream's answer headers as the client gets them: hop-by-hop ones and any quote of the gateway's credential left out. */
+function clientHeaders(response: Dispatcher.ResponseData, upstream: Upstream): HeaderMap {
+  const headers = responseHeadersFromUpstream(response.headers)
+  withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
+  return headers
+}
+
+/** An answer written whole past fastify's `send` (which would add a Content-Type the upstream never sent), naming the request. */
+function writeAnswer(request: FastifyRequest, reply: FastifyReply, statusCode: number, headers: HeaderMap, body: Buffer | undefined): FastifyReply {
   headers['x-request-id'] = request.facts.requestId
   reply.hijack()
-  reply.raw.writeHead(response.statusCode, headers)
-  reply.raw.end()
+  reply.raw.writeHead(statusCode, headers)
+  reply.raw.end(body)
   return reply
 }
 
@@ -137,17 +147,12 @@ async function sendSearchedAnswer(ctx: GatewayContext, request: FastifyRequest, 
     ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'mid_stream' })
     throw brokenAnswerError(reason, `"${upstream.name}"`, error)
   }
-  const headers = responseHeadersFromUpstream(response.headers)
-  withoutEchoedSecretsInHeaders(headers, upstream.echoableSecrets)
+  const headers = clientHeaders(response, upstream)
   const searched = searchedAnswerBody(body, headers, upstream.echoableSecrets, ctx.config.server.answer_limit_bytes)
   if (searched === null) request.log.warn({ request_id: request.facts.requestId, model: '', backend: upstream.name, content_encoding: response.headers['content-encoding'] }, UNSEARCHABLE_ANSWER)
   const sent = searched ?? NOTHING
   headers['content-length'] = String(sent.length)
-  headers['x-request-id'] = request.facts.requestId
-  reply.hijack()
-  reply.raw.writeHead(response.statusCode, headers)
-  reply.raw.end(sent)
-  return reply
+  return writeAnswer(request, reply, response.statusCode, headers, sent)
 }
 
 /** A body read to its end, or AnswerTooLargeError past `limitBytes` (the body is then destroyed). */

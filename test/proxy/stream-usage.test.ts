@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { carriesContent, completionUsage, dataOf, inspectEvent } from '../../src/proxy/stream-usage.js'
+import { carriesContent, dataOf, inspectEvent, readCompletion } from '../../src/proxy/stream-usage.js'
+
+const completionUsage = (body: Buffer) => readCompletion(body)?.usage
 
 const header = '"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m"'
 const contentChunk = `data: {${header},"choices":[{"index":0,"delta":{"content":"tok0 "},"logprobs":null,"finish_reason":null}]}\n\n`
@@ -144,7 +146,7 @@ describe('events written with spaces (Python json.dumps style), and bytes that a
   })
 })
 
-describe('completionUsage', () => {
+describe('readCompletion: the usage', () => {
   it('reads prompt and completion tokens of a whole answer', () => {
     expect(completionUsage(Buffer.from('{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":22,"total_tokens":33}}'))).toEqual({ prompt: 11, completion: 22 })
   })
