@@ -131,11 +131,10 @@ function contentLength(content: unknown): number {
   }, 0)
 }
 
-/** vLLM's rule: given at all, `stream_options` asks for usage unless `include_usage` is false or null. */
+/** vLLM's rule since March 2026 (and OpenAI's): only `include_usage: true` asks for usage. */
 function asksForUsage(streamOptions: unknown): boolean {
   if (streamOptions === null || typeof streamOptions !== 'object') return false
-  const includeUsage = (streamOptions as Record<string, unknown>).include_usage
-  return includeUsage !== false && includeUsage !== null
+  return (streamOptions as Record<string, unknown>).include_usage === true
 }
 
 function asRecord(value: unknown): Record<string, unknown> {

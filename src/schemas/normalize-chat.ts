@@ -34,12 +34,14 @@ export function normalizedMembers(body: ChatCompletionBody, servedName: string, 
  * for. When it did not, the gateway asks on its behalf (for metrics and
  * token limits): the `stream_options` to send, or null when the body needs
  * none; the usage chunk it brings is removed again on the way back.
- * vLLM's `include_usage` defaults to true once `stream_options` is given at
- * all (`{}` asks for usage), so only an absent object or `false` did not ask.
+ * Only `include_usage: true` asks. vLLM's default for a `stream_options`
+ * without it was true until March 2026 and is false since (as OpenAI's):
+ * `{}` reached a current backend as "no usage", and the stream was charged
+ * an estimate. Written out, it means the same to every backend.
  */
 export function injectedStreamOptions(body: ChatCompletionBody): Record<string, unknown> | null {
   if (body.stream !== true) return null
-  if (body.stream_options !== undefined && body.stream_options.include_usage !== false) return null
+  if (body.stream_options?.include_usage === true) return null
   // continuous_usage_stats has no effect without include_usage; once the
   // gateway sets include_usage it would put usage on every chunk, so it is
   // turned off to keep the client's stream as it would have been.

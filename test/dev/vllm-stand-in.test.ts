@@ -106,11 +106,13 @@ describe('vLLM stand-in: chat completions', () => {
     }
   })
 
-  it('follows vLLM: stream_options given without include_usage asks for usage; include_usage false does not', async () => {
+  it('follows vLLM (since March 2026): only include_usage true asks for usage', async () => {
     const standIn = await start({ tokens: 2 })
     const usageChunks = async (options: Record<string, unknown>) =>
       sseData(await (await chat(standIn, { stream: true, stream_options: options })).body.text()).filter((e) => typeof e === 'object' && e !== null && 'usage' in e && e.usage !== null)
-    expect(await usageChunks({})).toHaveLength(1)
+    expect(await usageChunks({ include_usage: true })).toHaveLength(1)
+    expect(await usageChunks({})).toHaveLength(0)
+    expect(await usageChunks({ continuous_usage_stats: true })).toHaveLength(0)
     expect(await usageChunks({ include_usage: false })).toHaveLength(0)
   })
 

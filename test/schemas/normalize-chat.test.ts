@@ -98,11 +98,15 @@ describe('injectedStreamOptions', () => {
     expect(injectedStreamOptions(body({ stream: true, stream_options: { include_usage: false, continuous_usage_stats: true, other: 1 } }))).toEqual({ include_usage: true, continuous_usage_stats: false, other: 1 })
   })
 
-  // vLLM's StreamOptions: include_usage defaults to true, so a client sending `{}` gets usage from vLLM.
-  it('leaves a stream that asked for usage, with include_usage true or left out of stream_options, and any non-stream, alone', () => {
+  // vLLM's StreamOptions (since March 2026) and OpenAI: include_usage defaults to false, so `{}` did not ask.
+  it('asks on behalf of a stream_options without include_usage true: {} and continuous usage alone no longer ask a current vLLM', () => {
+    expect(injectedStreamOptions(body({ stream: true, stream_options: {} }))).toEqual({ include_usage: true, continuous_usage_stats: false })
+    expect(injectedStreamOptions(body({ stream: true, stream_options: { continuous_usage_stats: true } }))).toEqual({ include_usage: true, continuous_usage_stats: false })
+  })
+
+  it('leaves a stream that asked for usage with include_usage true, and any non-stream, alone', () => {
     expect(injectedStreamOptions(body({ stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }))).toBeNull()
-    expect(injectedStreamOptions(body({ stream: true, stream_options: {} }))).toBeNull()
-    expect(injectedStreamOptions(body({ stream: true, stream_options: { continuous_usage_stats: true } }))).toBeNull()
+    expect(injectedStreamOptions(body({ stream: true, stream_options: { include_usage: true } }))).toBeNull()
     expect(injectedStreamOptions(body({ stream: false }))).toBeNull()
     expect(injectedStreamOptions(body())).toBeNull()
   })

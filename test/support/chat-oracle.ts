@@ -81,8 +81,8 @@ export function expectedChatUpstream(body: Record<string, unknown>, setup: ChatS
   if (present(body.max_tokens) && !present(body.max_completion_tokens)) out.max_completion_tokens = body.max_tokens
   // interface.md: tool_choice defaults to "none" (vLLM's own default with tools is "auto").
   if (!Object.hasOwn(body, 'tool_choice') && Array.isArray(body.tools) && body.tools.length > 0) out.tool_choice = 'none'
-  // vLLM: a stream_options object asks for usage unless include_usage is false.
-  const asked = isRecord(body.stream_options) && body.stream_options.include_usage !== false
+  // vLLM since March 2026, and OpenAI: only include_usage true asks for usage.
+  const asked = isRecord(body.stream_options) && body.stream_options.include_usage === true
   if (body.stream === true && !asked) out.stream_options = { ...(isRecord(body.stream_options) ? body.stream_options : {}), include_usage: true, continuous_usage_stats: false }
   return JSON.parse(JSON.stringify(out)) as unknown
 }
