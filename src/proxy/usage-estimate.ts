@@ -35,9 +35,11 @@ function generatedCharacters(choices: readonly unknown[]): number {
   for (const choice of choices) {
     const message = (choice as { message?: unknown } | null)?.message
     if (typeof message !== 'object' || message === null) continue
-    const { content, reasoning_content: reasoning, tool_calls: calls } = message as { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown }
+    // Newer vLLM names the reasoning `reasoning`, older `reasoning_content`; one or the other.
+    const { content, reasoning, reasoning_content: legacyReasoning, tool_calls: calls } = message as { content?: unknown; reasoning?: unknown; reasoning_content?: unknown; tool_calls?: unknown }
     if (typeof content === 'string') characters += content.length
     if (typeof reasoning === 'string') characters += reasoning.length
+    else if (typeof legacyReasoning === 'string') characters += legacyReasoning.length
     if (Array.isArray(calls)) for (const call of calls) characters += argumentsOf(call).length
   }
   return characters
@@ -48,7 +50,7 @@ function argumentsOf(call: unknown): string {
   return typeof args === 'string' ? args : ''
 }
 
-/** Characters of text in the messages: string contents and the `text` of content parts. */
+/** Characters of text in the messages: string contents, string parts and the `text` of text parts. */
 export function promptCharacters(messages: ChatCompletionBody['messages']): number {
   let characters = 0
   for (const { content } of messages) {
@@ -58,7 +60,8 @@ export function promptCharacters(messages: ChatCompletionBody['messages']): numb
   return characters
 }
 
-function textOf(part: object): string {
+function textOf(part: string | object): string {
+  if (typeof part === 'string') return part
   const { type, text } = part as { type?: unknown; text?: unknown }
   return type === 'text' && typeof text === 'string' ? text : ''
 }

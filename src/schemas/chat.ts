@@ -19,6 +19,24 @@ const Obj = Type.Object({})
 const IntArray = Type.Array(Type.Integer())
 
 /**
+ * Members that name a content part's kind when it has no `type`: vLLM reads
+ * `{"image_url": ...}` and the like as that kind of part (chat_utils.py).
+ */
+const TYPELESS_PART_MEMBERS = ['image_url', 'audio_url', 'video_url', 'input_audio', 'image_embeds', 'audio_embeds', 'image_pil']
+
+/**
+ * One part of a content array as vLLM takes it: a plain string (text), an
+ * object with a string `type`, or an object without `type` that carries one
+ * of the members above. Anything else vLLM refuses ("Missing 'type' field").
+ */
+const ContentPart = {
+  type: ['string', 'object'],
+  properties: { type: { type: 'string' } },
+  if: { type: 'object', not: { anyOf: TYPELESS_PART_MEMBERS.map((name) => ({ required: [name] })) } },
+  then: { required: ['type'] },
+}
+
+/**
  * A message. The interface gives every variant `role` and `content` (string);
  * we also accept the OpenAI content-part array (vLLM does), and a missing or
  * null `content` on an assistant message that carries `tool_calls`.
@@ -26,9 +44,9 @@ const IntArray = Type.Array(Type.Integer())
 export const ChatMessage = Type.Object({
   role: Type.String({ minLength: 1 }),
   content: Type.Optional(
-    Type.Unsafe<string | object[] | null>({
+    Type.Unsafe<string | (string | object)[] | null>({
       type: ['string', 'array', 'null'],
-      items: { type: 'object', required: ['type'], properties: { type: { type: 'string' } } },
+      items: ContentPart,
     }),
   ),
   name: Type.Optional(Str),
@@ -126,7 +144,7 @@ export const ChatCompletionRequest = Type.Object({
       _backend_was_auto: Type.Optional(Bool),
     }),
   ),
-  priority: Type.Optional(Int),
+  priority: Type.Optional(inRange(WIDE_INTEGER_BOUNDS.priority)),
   request_id: Type.Optional(Str),
   return_tokens_as_token_ids: Type.Optional(nullable(Bool)),
   return_token_ids: Type.Optional(nullable(Bool)),

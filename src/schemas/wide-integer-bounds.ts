@@ -1,6 +1,8 @@
 /**
  * interface.md bounds `seed` at ±9223372036854776000 and
- * `truncate_prompt_tokens` at 9223372036854776000: past 2^53, where the
+ * `truncate_prompt_tokens` at 9223372036854776000; `priority`, which it
+ * leaves unbounded, has vLLM's int64 range (a value outside it was queued,
+ * ahead of everyone, and then refused by the backend). All past 2^53, where the
  * doubles JSON.parse gives cannot tell a value inside from one just outside
  * (9223372036854776001 reads as 9223372036854776000). The schema passed such
  * a value while the backend got the client's own digits
@@ -18,6 +20,7 @@ export interface IntegerBounds {
 export const WIDE_INTEGER_BOUNDS = {
   seed: { min: -9223372036854776000n, max: 9223372036854776000n },
   truncate_prompt_tokens: { min: -1n, max: 9223372036854776000n },
+  priority: { min: -(2n ** 63n), max: 2n ** 63n - 1n },
 } as const satisfies Readonly<Record<string, IntegerBounds>>
 
 export interface BoundViolation {

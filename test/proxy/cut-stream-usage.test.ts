@@ -7,7 +7,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { describe, expect, it } from 'vitest'
-import { estimatedStreamUsage, promptCharacters } from '../../src/proxy/usage-estimate.js'
+import { estimatedCompletionUsage, estimatedStreamUsage, promptCharacters } from '../../src/proxy/usage-estimate.js'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { listenForTest } from '../support/listen.js'
 import { untilMetric } from '../support/metrics.js'
@@ -78,15 +78,25 @@ async function readUntilThenLeave(response: Response, text: string, controller: 
 const tokenSeries = (kind: 'prompt' | 'completion') => ({ model: 'm', key: key.id, kind })
 
 describe('the estimate', () => {
-  it('counts the text of string contents and of text parts, nothing else', () => {
+  it('counts the text of string contents, string parts and text parts, nothing else', () => {
     const messages = [
       { role: 'system', content: 'abcd' },
-      { role: 'user', content: [{ type: 'text', text: 'efghij' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] },
+      { role: 'user', content: [{ type: 'text', text: 'efghij' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }, { image_url: 'https://example.com/a.png' }] },
+      { role: 'user', content: ['klm'] },
       { role: 'assistant', content: null },
       { role: 'user' },
     ]
-    expect(promptCharacters(messages)).toBe(10)
-    expect(estimatedStreamUsage(messages, 5)).toEqual({ prompt: 3, completion: 4 })
+    expect(promptCharacters(messages)).toBe(13)
+    expect(estimatedStreamUsage(messages, 5)).toEqual({ prompt: 4, completion: 4 })
+  })
+
+  // Newer vLLM names the reasoning `reasoning`; only `reasoning_content` was counted.
+  it('counts the reasoning of a completion under either name, once', () => {
+    const choice = (message: Record<string, unknown>) => [{ index: 0, message: { role: 'assistant', content: 'abcd', ...message } }]
+    const user = [{ role: 'user', content: 'abcd' }]
+    expect(estimatedCompletionUsage(user, choice({ reasoning: 'efghijkl' }))).toEqual({ prompt: 1, completion: 3 })
+    expect(estimatedCompletionUsage(user, choice({ reasoning_content: 'efghijkl' }))).toEqual({ prompt: 1, completion: 3 })
+    expect(estimatedCompletionUsage(user, choice({ reasoning: 'efghijkl', reasoning_content: 'efghijkl' }))).toEqual({ prompt: 1, completion: 3 })
   })
 
   it('charges no completion for a stream cut before any event', () => {

@@ -112,6 +112,8 @@ const WRONG_TYPES: readonly Case[] = [
   ['a message with numeric content', messages({ role: 'user', content: 5 }), 'messages.0.content'],
   ['a message with object content', messages({ role: 'user', content: { text: 'x' } }), 'messages.0.content'],
   ['a content part without type', messages({ role: 'user', content: [{ text: 'x' }] }), 'messages.0.content.0.type'],
+  ['a numeric content part', messages({ role: 'user', content: ['x', 5] }), 'messages.0.content.1'],
+  ['a content part with a numeric type', messages({ role: 'user', content: [{ type: 1, image_url: 'u' }] }), 'messages.0.content.0.type'],
   ['a message with a numeric name', messages({ role: 'user', content: 'x', name: 5 }), 'messages.0.name'],
   ['the second message broken', messages(USER[0], { role: 'user', content: 1 }), 'messages.1.content'],
   ['model', on({ model: 5 }), 'model'],
@@ -186,6 +188,9 @@ const WRONG_TYPES: readonly Case[] = [
   ['structured_outputs._backend_was_auto', on({ structured_outputs: { _backend_was_auto: 'x' } }), 'structured_outputs._backend_was_auto'],
   ['priority not an integer', { ...on({ priority: 1.5 }), model: 'prio' }, 'priority'],
   ['priority as a string', { ...on({ priority: '1' }), model: 'prio' }, 'priority'],
+  // Regression (vLLM review): priority had no bound; these were queued ahead of everyone, then refused by vLLM (int64).
+  ['priority far below int64', { ...on({ priority: -1e300 }), model: 'prio' }, 'priority'],
+  ['priority above int64', { ...on({ priority: 1e20 }), model: 'prio' }, 'priority'],
   ['request_id not a string', on({ request_id: 5 }), 'request_id'],
   ['return_tokens_as_token_ids', on({ return_tokens_as_token_ids: 'x' }), 'return_tokens_as_token_ids'],
   ['return_token_ids', on({ return_token_ids: 'x' }), 'return_token_ids'],
@@ -398,6 +403,18 @@ describe('chat validation: bounds past 2^53 are checked on the digits sent', () 
   })
 })
 
+describe('chat validation: priority has vLLM int64 range, checked on the digits sent', () => {
+  const body = (digits: string) => `{"model":"prio","messages":${JSON.stringify(USER)},"priority":${digits}}`
+  it.each(['9223372036854775808', '-9223372036854775809'])('priority %s is refused with 400', async (digits) => {
+    const error = await expectRefused(undefined, 'priority', { raw: body(digits) })
+    expect(error.code).toBe('invalid_value')
+  })
+
+  it.each(['9223372036854775807', '-9223372036854775808'])('priority %s is forwarded', async (digits) => {
+    await expectForwarded(undefined, { raw: body(digits) })
+  })
+})
+
 describe("chat normalization: the interface's tool_choice default", () => {
   it('tools without tool_choice reach the backend with tool_choice "none" (vLLM would otherwise default to "auto")', async () => {
     const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }]
@@ -439,6 +456,13 @@ describe('chat validation: valid edge values reach the backend', () => {
     [
       'content-part arrays',
       messages({ role: 'user', content: [{ type: 'text', text: 'look' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AA==' } }] }),
+      SERVED_M,
+    ],
+    // Regression (vLLM review): vLLM takes a plain string as a text part and a part without `type` that
+    // carries image_url/audio_url/video_url/input_audio; the gateway refused both.
+    [
+      'content parts as plain strings and type-less media parts',
+      messages({ role: 'user', content: ['hello', { type: 'text', text: 'x' }, { image_url: 'https://example.com/a.png' }, { audio_url: { url: 'https://example.com/a.wav' } }, { video_url: 'https://example.com/a.mp4' }] }),
       SERVED_M,
     ],
     ['an unknown extension field, untouched', on({ foo_ext: { a: 1 }, messages: [{ role: 'user', content: 'x', extra_member: [1, 'two'] }] }), SERVED_M],
