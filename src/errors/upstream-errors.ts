@@ -44,11 +44,13 @@ export function isRetryable(reason: UpstreamFailureReason): boolean {
 }
 
 /**
- * On the gateway's 504s: the openai and Anthropic clients read it and do not
- * repeat the request. They retry any 5xx twice by default, so a call to a
- * backend slower than `first_byte_ms` took three times that, and a training
- * job might be submitted again; the gateway does not retry a timeout itself
- * for the same reason.
+ * On the gateway's 504s, and on every 502 raised once the answer had begun:
+ * the openai and Anthropic clients read it and do not repeat the request.
+ * They retry any 5xx twice by default, so a call to a backend slower than
+ * `first_byte_ms` took three times that, an answer over the gateway's limit
+ * or a broken completion was generated three times (a client review), and a
+ * training job might be submitted again; the gateway does not retry these
+ * itself for the same reason.
  */
 const NO_CLIENT_RETRY = { 'x-should-retry': 'false' } as const
 
@@ -68,7 +70,12 @@ export function upstreamError(reason: UpstreamFailureReason, target: string, cau
 /** A failure after the answer had begun (its headers were in): it was broken off, not refused. */
 export function brokenAnswerError(reason: UpstreamFailureReason, target: string, cause: unknown): GatewayError {
   if (reason === 'timeout') return new GatewayError('upstream_timeout', `Upstream ${target} went silent in the middle of its answer.`, { cause, headers: { ...NO_CLIENT_RETRY } })
-  return new GatewayError('upstream_bad_response', `Upstream ${target} broke off its answer.`, { cause })
+  return new GatewayError('upstream_bad_response', `Upstream ${target} broke off its answer.`, { cause, headers: { ...NO_CLIENT_RETRY } })
+}
+
+/** An answer that came whole (or with its status) and is not one to pass on: the upstream did the work. */
+export function unusableAnswerError(target: string, cause: unknown): GatewayError {
+  return new GatewayError('upstream_bad_response', `Upstream ${target} sent a broken response.`, { cause, headers: { ...NO_CLIENT_RETRY } })
 }
 
 /**
@@ -79,7 +86,7 @@ export function brokenAnswerError(reason: UpstreamFailureReason, target: string,
  */
 export function answerTooLargeError(target: string, limitBytes: number, cause: unknown, remedy: string): GatewayError {
   const message = `Upstream ${target} sent an answer larger than ${limitBytes} bytes, the most this gateway holds (server.answer_limit_bytes); ${remedy}.`
-  return new GatewayError('upstream_bad_response', message, { cause })
+  return new GatewayError('upstream_bad_response', message, { cause, headers: { ...NO_CLIENT_RETRY } })
 }
 
 /**

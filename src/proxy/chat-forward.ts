@@ -8,7 +8,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
-import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, unusableAnswerError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
 import type { KeyTicket, ModelSlots } from '../state/store.js'
@@ -98,7 +98,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     answer.call.drop()
     settle(null)
     reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
-    throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
+    throw unusableAnswerError(`backend "${answer.backend.name}"`, null)
   }
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
     relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
@@ -134,7 +134,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     settle(null)
     // A success that is not a completion at all is a broken backend, not an answer to pass on.
     reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
-    throw upstreamError('bad_response', `backend "${answer.backend.name}"`, null)
+    throw unusableAnswerError(`backend "${answer.backend.name}"`, null)
   }
   settle(completion.usage ?? estimatedCompletionUsage(job.messages, completion.choices))
   ctx.monitor.reportSuccess(answer.backend)

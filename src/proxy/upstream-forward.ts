@@ -10,7 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { errors, type Dispatcher } from 'undici'
 import type { GatewayContext } from '../context.js'
 import { GatewayError } from '../errors/gateway-error.js'
-import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, upstreamError } from '../errors/upstream-errors.js'
+import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, unusableAnswerError, upstreamError } from '../errors/upstream-errors.js'
 import type { Upstream } from '../routing/upstream.js'
 import { forwardedRequestHeaders, responseHeadersFromUpstream, type HeaderMap } from './headers.js'
 import { markCutOffable } from './in-flight-requests.js'
@@ -205,7 +205,7 @@ function badStatus(ctx: GatewayContext, upstream: Upstream, response: Dispatcher
   response.body.on('error', () => undefined)
   response.body.destroy()
   ctx.metrics.upstreamErrors.inc({ model: '', backend: upstream.name, reason: 'bad_response' })
-  return upstreamError('bad_response', `"${upstream.name}"`, new Error(`status ${response.statusCode}`))
+  return unusableAnswerError(`"${upstream.name}"`, new Error(`status ${response.statusCode}`))
 }
 
 /**

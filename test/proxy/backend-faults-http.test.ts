@@ -323,6 +323,7 @@ describe('a backend that sends a truncated JSON answer', () => {
     const error = expectErrorBody(raw)
     expect(error).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response', param: null })
     expect(raw.text).not.toContain(half(GOOD_COMPLETION))
+    expect(raw.headers['x-should-retry']).toBe('false')
 
     const thrown = await client(f.gw)
       .chat.completions.create({ model: 'm', messages })
@@ -354,6 +355,7 @@ describe('a backend that answers 200 with JSON that is not a chat completion', (
 
     expect(raw.status).toBe(502)
     expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response' })
+    expect(raw.headers['x-should-retry']).toBe('false')
     await expectNothingElseAffected(f, { '502': 1 }, 1)
   })
 })
@@ -421,6 +423,24 @@ describe('a backend whose JSON answer is larger than server.answer_limit_bytes',
 
     expect(raw.status).toBe(502)
     expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response', message: expect.stringContaining('server.answer_limit_bytes') as unknown as string })
+    expect(raw.headers['x-should-retry']).toBe('false')
+    await expectNothingElseAffected(f, { '502': 1 }, 1)
+  })
+
+  // Regression (client review): the 502 said nothing of retrying, and the openai client's default two
+  // retries had the backend generate the same too-large answer three times.
+  it("with the openai client's default retries, the backend generates it once", async () => {
+    const big = completionOf(LIMIT + 1)
+    const f = await fixture((res) => res.writeHead(200, { 'content-type': 'application/json', 'content-length': big.length }).end(big), {}, { answer_limit_bytes: LIMIT })
+    const retrying = new OpenAI({ baseURL: `${f.gw.url}/v1`, apiKey: key.token, maxRetries: 2, timeout: 5000, logLevel: 'off' })
+
+    const thrown = await retrying.chat.completions.create({ model: 'm', messages }).then(
+      () => null,
+      (e: unknown) => e,
+    )
+
+    expect(thrown).toMatchObject({ status: 502, code: 'upstream_bad_response' })
+    expect(f.faulty.chats()).toBe(1)
     await expectNothingElseAffected(f, { '502': 1 }, 1)
   })
 
