@@ -452,13 +452,66 @@ describeWithRedis('Redis store', () => {
       const inspect = new Redis(redis.url)
       try {
         expect(await inspect.zcard(keys.queue)).toBe(1)
-        for (const key of [keys.seq, keys.owners, keys.accepts]) {
+        for (const key of [keys.seq, keys.owners, keys.accepts, keys.queue, keys.waiters, keys.leases[0]!]) {
           const pttl = await inspect.pttl(key)
           expect(pttl, key).toBeGreaterThan(0)
           expect(pttl, key).toBeLessThanOrEqual(ttl)
         }
         held.release()
         ;(await waiting).release()
+      } finally {
+        inspect.disconnect()
+      }
+    })
+
+    // Regression (Redis review): the heartbeats lapsed with the dead replica's, the only one with waiters;
+    // its waiter stayed at the head of the queue for good, and every replica's arrivals queued behind it
+    // until their max wait, on an idle backend.
+    it('a replica that dies with the only waiters leaves nothing behind that holds up later arrivals', async () => {
+      const prefix = uniquePrefix('orphans')
+      const ttl = 300
+      const timings = { ...CONTRACT_TIMINGS, leaseTtlMs: ttl, backstopMs: 100 }
+      const doomedLink = await openLink(prefix, timings)
+      const doomed = new RedisModelSlots(settings({ backends: ['a'], slotsPerBackend: 1 }), { now: () => Date.now() }, new RecordingObserver(), doomedLink)
+      await doomed.acquire(request(0))
+      void doomed.acquire(request(0)).catch(() => undefined)
+      await settle()
+      const keys = modelKeys(prefix, 'shared', ['a'])
+      const inspect = new Redis(redis.url)
+      try {
+        expect(await inspect.zcard(keys.queue)).toBe(1)
+        doomed.dispose()
+        await doomedLink.close()
+        // Every key the dead replica wrote lapses on its own: nothing is left without a TTL.
+        await until(async () => (await inspect.keys(`${prefix}*`)).length === 0)
+
+        const survivorLink = await openLink(prefix, timings)
+        const survivor = slotsOn(survivorLink, settings({ backends: ['a'], slotsPerBackend: 1, maxWaitMs: 2000 }))
+        const lease = await survivor.acquire(request(0))
+        expect(lease.backend).toBe('a')
+        lease.release()
+      } finally {
+        inspect.disconnect()
+      }
+    })
+
+    // The same state left by a build before the fix (or by an eviction of the heartbeats alone): the
+    // waiters and grants of replicas with no heartbeat left at all are dropped by the next call.
+    it('waiters and grants with no heartbeat left are dropped by the next arrival', async () => {
+      const prefix = uniquePrefix('legacy-orphans')
+      const keys = modelKeys(prefix, 'shared', ['a'])
+      const inspect = new Redis(redis.url)
+      try {
+        const member = `${priorityPrefix(0)}:${'0'.repeat(15)}1:dead/1`
+        await inspect.zadd(keys.queue, 0, member)
+        await inspect.hset(keys.waiters, 'dead/1', member)
+        await inspect.hset(keys.grants, 'dead/2', 'a')
+        const link = await openLink(prefix)
+        const survivor = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1, maxWaitMs: 2000 }))
+        const lease = await survivor.acquire(request(0))
+        expect(lease.backend).toBe('a')
+        expect(await inspect.exists(keys.queue, keys.waiters, keys.grants)).toBe(0)
+        lease.release()
       } finally {
         inspect.disconnect()
       }

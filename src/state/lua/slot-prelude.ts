@@ -49,9 +49,32 @@ local function drop_waiter(id)
   return true
 end
 
+-- A lease in id's name on backend i until \`expiry\` (at most now + ttl). The set lapses with its
+-- newest lease, so a model whose replicas all died leaves no key behind.
+local function add_lease(i, expiry, id)
+  redis.call('ZADD', lease_key(i), expiry, id)
+  redis.call('PEXPIRE', lease_key(i), ttl)
+end
+
+-- The queue, its waiters, pending grants and the heartbeats that tell which of them are alive
+-- lapse together, one TTL after the latest arrival, heartbeat or grant. Were the heartbeats to
+-- lapse alone (the dead replica was the only one with waiters), nothing would show its waiters
+-- dead: they stayed at the head for good and every replica queued behind them (a Redis review).
+local function keep_queue()
+  for _, key in ipairs({ Q, W, GR, OWN }) do redis.call('PEXPIRE', key, ttl) end
+end
+
+-- Waiters and grants with no heartbeat left at all (the heartbeats lapsed or were evicted alone,
+-- or were written by an older build): every one of their replicas is dead.
+local function forget_orphaned_queue()
+  if redis.call('EXISTS', OWN) == 1 then return end
+  redis.call('DEL', Q, W, GR)
+end
+
 -- Expired leases, and the waiters and pending grants of replicas whose heartbeat lapsed.
 local function prune()
   for i = 1, n do redis.call('ZREMRANGEBYSCORE', lease_key(i), '-inf', now) end
+  forget_orphaned_queue()
   local dead = redis.call('ZRANGEBYSCORE', OWN, '-inf', now)
   if #dead == 0 then return end
   local gone = {}
@@ -167,8 +190,9 @@ local function hand_off(i)
     end
     redis.call('ZREM', Q, head)
     redis.call('HDEL', W, id)
-    redis.call('ZADD', lease_key(i), expiry, id)
+    add_lease(i, expiry, id)
     redis.call('HSET', GR, id, names[i])
+    keep_queue()
     if owner == me then
       handed[#handed + 1] = id
       handed[#handed + 1] = names[i]
