@@ -1,21 +1,19 @@
 /** `sluice check --config FILE`: every problem as `path.to.key: message`, exit 1; or "ok", exit 0. */
-import { readFile } from 'node:fs/promises'
+import { readConfigText } from '../config/config-text.js'
 import { parseConfig } from '../config/load.js'
 import type { Environment } from '../config/interpolate.js'
 import { formatIssue } from '../schemas/validation-issue.js'
 import { configWarnings } from '../config/config-warnings.js'
 
 export async function runCheck(file: string, env: Environment): Promise<number> {
-  let text: string
-  try {
-    text = await readFile(file, 'utf8')
-  } catch (error) {
+  const read = await readConfigText(file)
+  if ('problem' in read) {
     // The same shape as every other problem (and as a reload of a missing file logs it): scripts read stdout.
     console.error(`${file}: invalid configuration, 1 problem(s):`)
-    console.log(formatIssue({ path: '', message: `cannot read file: ${(error as Error).message}` }))
+    console.log(formatIssue({ path: '', message: read.problem }))
     return 1
   }
-  const result = parseConfig(text, env)
+  const result = parseConfig(read.text, env)
   if (result.ok) {
     console.log(`${file}: ok (${result.config.models.length} model(s), ${result.config.auth.keys.length} key(s))`)
     for (const warning of configWarnings(result.config)) console.log(`warning: ${warning}`)

@@ -3,7 +3,6 @@
  * The only place that reads the environment for configuration; the caller
  * passes it in so tests can use their own.
  */
-import { readFile } from 'node:fs/promises'
 import { Ajv } from 'ajv'
 import { LineCounter, parseDocument, visit, type Document } from 'yaml'
 import { GatewayConfigSchema, type RawGatewayConfig } from './schema.js'
@@ -11,6 +10,7 @@ import { interpolateDocument, type Environment, type Interpolation } from './int
 import { crossCheck, resolveConfig, unexpandedVariableIssues, type GatewayConfig } from './resolve.js'
 import { toIssues, formatIssue, pointerToPath, UNKNOWN_KEY, type ValidationIssue } from '../schemas/validation-issue.js'
 import { yamlProblem, yamlThrownProblem } from './yaml-problems.js'
+import { readConfigText } from './config-text.js'
 
 export type ConfigResult = { ok: true; config: GatewayConfig } | { ok: false; issues: ValidationIssue[] }
 
@@ -111,13 +111,9 @@ function issuesBesides(unset: readonly ValidationIssue[], schema: readonly Valid
 }
 
 export async function loadConfigFile(file: string, env: Environment): Promise<GatewayConfig> {
-  let text: string
-  try {
-    text = await readFile(file, 'utf8')
-  } catch (error) {
-    throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(error as Error).message}` }])
-  }
-  const result = parseConfig(text, env)
+  const read = await readConfigText(file)
+  if ('problem' in read) throw new ConfigError(file, [{ path: '', message: read.problem }])
+  const result = parseConfig(read.text, env)
   if (!result.ok) throw new ConfigError(file, result.issues)
   return result.config
 }

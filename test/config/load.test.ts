@@ -822,6 +822,26 @@ ${MODEL}`
     expect(run.stdout).toMatch(/^\(root\): cannot read file: ENOENT/)
   })
 
+  // Regression (config review): read loosely, a Latin-1 `ä` in a password became U+FFFD and passed `check`;
+  // the upstream refused every request with the password the gateway sent instead.
+  it('check and loadConfigFile refuse a file that is not UTF-8, saying where', async () => {
+    const latin1 = Buffer.concat([Buffer.from(`${MODEL}upstreams:\n  objects: { url: "http://127.0.0.1:9", auth: { basic: { username: api, password: "p`), Buffer.from([0xe4]), Buffer.from('ss" } } }\n')])
+    const path = join(dir, 'latin1.yaml')
+    await writeFile(path, latin1)
+    const line = latin1.subarray(0, latin1.indexOf(0xe4)).toString('latin1').split('\n').length
+
+    const run = await cli(['check', '--config', path])
+    expect(run.code).toBe(1)
+    expect(run.stdout.trim()).toBe(`(root): the file is not valid UTF-8 (line ${line}, byte offset ${latin1.indexOf(0xe4)}); save it as UTF-8`)
+    await expect(loadConfigFile(path, {})).rejects.toThrow(/not valid UTF-8/)
+  })
+
+  it('a UTF-8 file with a byte order mark or characters beyond ASCII is read as written', async () => {
+    const path = await file('utf8.yaml', `\ufeff${MODEL}upstreams:\n  objects: { url: "http://127.0.0.1:9", auth: { basic: { username: api, password: "päss€" } } }\n`)
+    const config = await loadConfigFile(path, {})
+    expect(config.upstreams.objects?.auth).toEqual({ basic: { username: 'api', password: 'päss€' } })
+  })
+
   it('check exits 0 for config/gateway.yaml, whose variables all have defaults', async () => {
     const run = await cli(['check', '--config', 'config/gateway.yaml'])
     expect(run.stderr).toBe('')
