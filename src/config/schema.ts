@@ -188,6 +188,8 @@ export const UpstreamConfig = Type.Object(
           connect_ms: Milliseconds({ default: 2000, minimum: 1 }),
           first_byte_ms: Milliseconds({ default: 60000, minimum: 1 }),
           keep_alive_ms: KeepAliveMs,
+          // How long a client may show no progress reading a piped answer (stalled-reader.ts).
+          client_idle_ms: Milliseconds({ default: 300000, minimum: 1 }),
         },
         closed,
       ),

@@ -76,10 +76,12 @@ export async function forwardToUpstream(ctx: GatewayContext, request: FastifyReq
   // An empty Buffer, not flushHeaders(): Node writes the head flushHeaders sends as UTF-8, and an
   // upstream's header byte past ASCII (latin1 `é` in a filename) reached the client as two bytes.
   reply.raw.once('pipe', () => reply.raw.write(NOTHING))
-  // A client reading nothing pauses the upstream, where undici's body timeout does not run: the
-  // upstream's own silence bound (first_byte_ms, its body timeout too) bounds the client's as well.
-  const idleMs = upstream.settings.timeouts.first_byte_ms
-  stopStallGuard = watchUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, model: '', backend: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for first_byte_ms: connection closed'))
+  // A client reading nothing pauses the upstream, where undici's body timeout does not run. Its own
+  // bound, not the upstream's first_byte_ms: the kernel shows a reader's progress only every few MiB
+  // (a reader at 200 KB/s drained the socket every ~20 s), and a 3 s first_byte_ms cut steady
+  // downloads off part-way (a platform review).
+  const idleMs = upstream.settings.timeouts.client_idle_ms
+  stopStallGuard = watchUnread(reply.raw, idleMs, () => request.log.info({ request_id: request.facts.requestId, model: '', backend: upstream.name, idle_ms: idleMs }, 'client read nothing of its answer for client_idle_ms: connection closed'))
   return reply.code(response.statusCode).headers(headers).send(response.body)
 }
 

@@ -44,12 +44,12 @@ async function pumpingStore() {
 }
 
 describe('a client that reads nothing of an object and stays connected', () => {
-  it('is let go of after first_byte_ms of reading nothing: the upstream request aborted, not counted as its failure', async () => {
+  it('is let go of after client_idle_ms of reading nothing: the upstream request aborted, not counted as its failure', async () => {
     const store = await pumpingStore()
     const gw = await cleanups.gateway({
       auth: { users: [{ username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] }] },
       models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
-      upstreams: { objects: { url: store.url, timeouts: { first_byte_ms: 300 } } },
+      upstreams: { objects: { url: store.url, timeouts: { client_idle_ms: 300 } } },
     })
     const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
     cleanups.push(async () => socket.destroy())
@@ -60,9 +60,58 @@ describe('a client that reads nothing of an object and stays connected', () => {
 
     await store.closed
     expect(store.finished()).toBe(false)
-    await until(() => gw.logLines().some((line) => line.msg === 'client read nothing of its answer for first_byte_ms: connection closed' && line.backend === 'objects'), 'the client let go of', 2000)
+    await until(() => gw.logLines().some((line) => line.msg === 'client read nothing of its answer for client_idle_ms: connection closed' && line.backend === 'objects'), 'the client let go of', 2000)
     socket.resume()
     await once(socket, 'close')
     expect(await scrapeMetricSum(gw.url, 'sluice_upstream_errors_total', { backend: 'objects' })).toBe(0)
+  })
+})
+
+/** An object store answering every read with `size` bytes, written as fast as the client takes them. */
+async function sizedStore(size: number) {
+  const chunk = Buffer.alloc(64 * 1024, 'y')
+  const server = createServer((req, res) => {
+    req.resume()
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size })
+    let left = size
+    const pump = (): void => {
+      while (left > 0) {
+        const piece = left >= chunk.length ? chunk : chunk.subarray(0, left)
+        left -= piece.length
+        if (!res.write(piece)) return void res.once('drain', pump)
+      }
+      res.end()
+    }
+    pump()
+  })
+  return listenForTest(server, cleanups)
+}
+
+// Regression (platform review): the bound was the upstream's first_byte_ms, and the kernel shows a
+// reader's progress only every few MiB: a steady reader of a large object was cut off part-way.
+describe('a client that reads an object slowly but steadily', () => {
+  it('gets all of it, however short the upstream first_byte_ms', async () => {
+    const size = 12 * 1024 * 1024
+    const gw = await cleanups.gateway({
+      auth: { users: [{ username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] }] },
+      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+      upstreams: { objects: { url: await sizedStore(size), timeouts: { first_byte_ms: 200 } } },
+    })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    const authorization = `Basic ${Buffer.from(`${ALICE.username}:${ALICE.password}`).toString('base64')}`
+    socket.write(`POST /obj/read HTTP/1.1\r\nhost: x\r\nauthorization: ${authorization}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${READ.length}\r\n\r\n${READ}`)
+    // About 3 MB/s: a pause after every 64 KiB read, so the socket's buffers stay full between reads.
+    let received = 0
+    socket.on('data', (data: Buffer) => {
+      received += data.length
+      socket.pause()
+      setTimeout(() => socket.resume(), 20)
+    })
+    await once(socket, 'close')
+
+    const head = 'HTTP/1.1 200'.length
+    expect(received).toBeGreaterThan(size + head)
+    expect(gw.logLines().some((line) => typeof line.msg === 'string' && line.msg.startsWith('client read nothing'))).toBe(false)
   })
 })
