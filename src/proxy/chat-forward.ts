@@ -104,6 +104,8 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
     return reply
   }
+  // Read whole and sent whole: its first byte (or its status) was the wait, and a long body is idle_ms's.
+  answer.call.firstBytesSent()
 
   let body: Buffer
   try {

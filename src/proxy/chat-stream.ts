@@ -52,6 +52,7 @@ export function relayStream(ctx: GatewayContext, request: FastifyRequest, reply:
   const open = (): void => {
     if (opened) return
     opened = true
+    answer.call.firstBytesSent()
     res.writeHead(200, headers)
   }
   // The client stopped reading: the backend is paused, and its idle timeout does not run out while it is

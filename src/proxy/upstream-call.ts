@@ -12,6 +12,8 @@ import { errors, type Dispatcher } from 'undici'
 
 /** The first-byte timeout's message when the headers came and the body's first byte did not. */
 const BODY_LATE = 'Headers came, but no body byte within first_byte_ms'
+/** Its message when body bytes came but nothing the client could be sent (a stream's first whole event). */
+const FIRST_EVENT_LATE = 'Body bytes came, but nothing to send the client within first_byte_ms'
 
 export type UpstreamHeaders = Record<string, string | string[] | undefined>
 
@@ -63,8 +65,10 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   #firstByteTimer: NodeJS.Timeout | undefined
   readonly #idleMs: number | undefined
   #idleTimer: NodeJS.Timeout | undefined
-  /** A byte of the answer's body came (or its end): the first-byte wait is over. */
+  /** A byte of the answer's body came (or its end). */
   #bodyStarted = false
+  /** The client got the answer's first bytes (firstBytesSent): with idleMs, the first-byte wait ends only then. */
+  #firstBytesSent = false
   /** The consumer paused the body: its silence is not the upstream's. */
   #paused = false
   /** Waiting for bodyStart(): settled by the body's first byte, its end, or a failure before either. */
@@ -78,7 +82,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
    *
    * `idleMs` (chat backends): the first byte of the answer's body is waited
    * for as long as `firstByteMs` too, and after it each silence may last
-   * `idleMs`, on this call's own timers. The caller turns undici's body
+   * `idleMs`, on this call's own timers. The `firstByteMs` deadline runs on
+   * until the consumer says the client got its first bytes
+   * (`firstBytesSent`): a backend trickling a byte per second of a stream's
+   * first event held the client, which had received nothing, and a slot
+   * for as long as it liked (a stream review). The caller turns undici's body
    * timeout off in `options` (`bodyTimeout: 0`, written in its literal: a
    * spread copy here cost ~0.6 µs a request). vLLM sends a stream's headers
    * as it accepts the request and its first event after queueing and
@@ -122,6 +130,12 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     if (this.#bodyStarted || this.#finished?.kind === 'end') return Promise.resolve()
     if (this.#finished?.kind === 'error') return Promise.reject(this.#finished.error)
     return new Promise<void>((resolve, reject) => (this.#bodyWaiter = { resolve, reject }))
+  }
+
+  /** The client got the answer's first bytes (or is about to be sent the whole answer): the first-byte wait is over. */
+  firstBytesSent(): void {
+    this.#firstBytesSent = true
+    if (this.#bodyStarted) clearTimeout(this.#firstByteTimer)
   }
 
   resume(): void {
@@ -188,6 +202,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     call.#firstByteTimer = undefined
     if (!call.#headSettled) call.#controller?.abort(new errors.HeadersTimeoutError())
     else if (call.#idleMs !== undefined && !call.#bodyStarted) call.#controller?.abort(new errors.HeadersTimeoutError(BODY_LATE))
+    else if (call.#idleMs !== undefined && !call.#firstBytesSent) call.#controller?.abort(new errors.HeadersTimeoutError(FIRST_EVENT_LATE))
   }
 
   /** The upstream went silent inside its answer for idleMs: undici's own body timeout error, classified the same. */
@@ -201,10 +216,10 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.#controller?.pause()
   }
 
-  /** The first byte of the body (or its end) came: the first-byte wait ends, the silences' begins. */
+  /** The first byte of the body (or its end) came: the silences' wait begins (and the first byte's ends, once sent). */
   #startBody(): void {
     this.#bodyStarted = true
-    clearTimeout(this.#firstByteTimer)
+    if (this.#firstBytesSent) clearTimeout(this.#firstByteTimer)
     if (this.#idleMs !== undefined) this.#idleTimer = setTimeout(UpstreamCall.#idleLate, this.#idleMs, this)
     this.#settleBodyWaiter(null)
   }

@@ -342,6 +342,31 @@ describe('a backend that sends its headers at once and its first event late', ()
     expect(await scrapeMetricSum(gw.url, 'sluice_tokens_total', { model: 'm' })).toBe(0)
   })
 
+  // Regression (stream review): the first-byte deadline ended at the body's first byte, so a backend
+  // trickling a byte of its first event more often than idle_ms held the client (sent nothing) and a slot for good.
+  it('part of a first event trickled a byte at a time: 504 at first_byte_ms, the backend let go of, slot freed', async () => {
+    const closed = deferred()
+    const b = await backend((res, req) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write('data: {"cho')
+      const trickle = setInterval(() => res.write(' '), 50)
+      req.socket.once('close', () => {
+        clearInterval(trickle)
+        closed.resolve()
+      })
+    })
+    const gw = await gateway(b.url, { timeouts: { first_byte_ms: 300, idle_ms: 5000 } })
+
+    const raw = await post(gw, { stream: true })
+
+    expect(raw.status).toBe(504)
+    expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_timeout', code: 'upstream_timeout' })
+    expect(raw.headers['x-should-retry']).toBe('false')
+    await closed.promise
+    await until(() => gw.logLines().some((l) => l.level === 40 && String(l.cause).startsWith('Body bytes came, but nothing to send')), 'the warn line', 2000)
+    await expectSlotFree(gw, b)
+  })
+
   it('a silence longer than idle_ms after the first event still ends the stream with an upstream_timeout event', async () => {
     const b = await backend((res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
