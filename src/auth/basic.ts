@@ -35,7 +35,7 @@ export class BasicUserStore {
     for (const user of users) {
       const hash = parseScryptHash(user.password_scrypt)
       if (typeof hash === 'string') throw new Error(`auth.users "${user.username}": password_scrypt ${hash}`)
-      stored.set(user.username, { user, hash })
+      stored.set(user.username.normalize('NFC'), { user, hash })
     }
     this.#users = stored
     // The decoy costs what a real user costs: same parameters as the first user.
@@ -45,7 +45,8 @@ export class BasicUserStore {
 
   /** `clientGone`: aborted when the client leaves; a check still waiting for its turn is dropped then. */
   async verify(username: string, password: string, clientGone?: AbortSignal): Promise<Principal | null> {
-    const stored = this.#users.get(username)
+    // RFC 7617 §2.1: with charset="UTF-8" (our challenge) the user-id is NFC-normalized, as the password is.
+    const stored = this.#users.get(username.normalize('NFC'))
     const hash = stored?.hash ?? this.#decoy
     const derived = await this.#limiter.run(() => this.#derive(password, hash.salt, hash, hash.hash.length), clientGone)
     const matches = timingSafeEqual(derived, hash.hash)

@@ -48,7 +48,8 @@ export function crossCheck(data: unknown): ValidationIssue[] {
   })
   reportDuplicates(keys.map((k) => k.id), 'auth.keys', 'id', issues)
   reportDuplicates(keys.map((k) => (typeof k.token_sha256 === 'string' ? k.token_sha256.toLowerCase() : undefined)), 'auth.keys', 'token_sha256', issues, '', true)
-  reportDuplicates(users.map((u) => u.username), 'auth.users', 'username', issues)
+  // Compared as clients' user-ids are (NFC, RFC 7617 §2.1): two spellings of one name would shadow each other.
+  reportDuplicates(users.map((u) => (typeof u.username === 'string' ? u.username.normalize('NFC') : undefined)), 'auth.users', 'username', issues)
   users.forEach((user, i) => {
     if (typeof user.password_scrypt !== 'string') return
     const parsed = parseScryptHash(user.password_scrypt)

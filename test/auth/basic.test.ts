@@ -12,6 +12,7 @@ import { deriveScrypt, formatScryptHash, hashPassword, parseScryptHash, type Scr
 import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/object-store-stand-in.js'
 import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
+import { rawExchange } from '../support/raw-http.js'
 
 const BASIC_CHALLENGE = 'Basic realm="sluice", charset="UTF-8"'
 const MODEL = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
@@ -250,6 +251,33 @@ describe('secrets stay out of the log', () => {
   })
 })
 
+// Regression (auth review): String.trim() removed a no-break space (a 0xA0 byte, as Node reads it) around
+// the value, so the header was approved; a forward_client upstream got it byte for byte, another token.
+describe('a no-break space (0xA0) around the Authorization value', () => {
+  const value = basic(`${ALICE.username}:${ALICE.password}`)
+  it.each([
+    ['after the credentials', `${value}\u00a0`],
+    ['before the scheme', `\u00a0${value}`],
+    ['between the scheme and the credentials', value.replace(' ', ' \u00a0')],
+  ])('%s: 401, nothing forwarded', async (_name, authorization) => {
+    const before = store.received.length
+    const { responses } = await rawExchange(gw.url, rawRead(authorization))
+    expect(responses.map((r) => r.status)).toEqual([401])
+    expect(store.received.length).toBe(before)
+  })
+
+  it('spaces and tabs around it are HTTP whitespace: 200', async () => {
+    const { responses } = await rawExchange(gw.url, rawRead(` \t${value} \t`))
+    expect(responses.map((r) => r.status)).toEqual([200])
+  })
+
+  /** The request's bytes as latin1: each character one byte, 0xA0 included (an HTTP client library would encode it otherwise). */
+  function rawRead(authorization: string): Buffer {
+    const head = `POST /obj/read HTTP/1.1\r\nhost: x\r\nauthorization: ${authorization}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${READ_BODY.length}\r\n\r\n`
+    return Buffer.from(head + READ_BODY, 'latin1')
+  }
+})
+
 describe('BasicUserStore.verify', () => {
   let users: BasicUserStore
   beforeAll(async () => {
@@ -285,6 +313,17 @@ describe('BasicUserStore.verify', () => {
       await counted.verify(username, password)
       expect(calls, `${username || '(empty)'}: one derivation at alice's cost`).toEqual([aliceCost])
     }
+  })
+
+  // Regression (auth review): the password was NFC-normalized and the user-id was not; a client sending
+  // "jürgen" decomposed (macOS input) was refused. RFC 7617 §2.1 normalizes both under charset="UTF-8".
+  it('matches a user-id in either Unicode normal form, naming the user as configured', async () => {
+    const composed = 'j\u00fcrgen'
+    const decomposed = 'ju\u0308rgen'
+    const byComposed = new BasicUserStore([{ username: composed, password_scrypt: await hashPassword('pw'), scopes: ['objects'] }])
+    await expect(byComposed.verify(decomposed, 'pw')).resolves.toEqual({ kind: 'user', id: composed, scopes: ['objects'] })
+    const byDecomposed = new BasicUserStore([{ username: decomposed, password_scrypt: await hashPassword('pw'), scopes: ['objects'] }])
+    await expect(byDecomposed.verify(composed, 'pw')).resolves.toEqual({ kind: 'user', id: decomposed, scopes: ['objects'] })
   })
 
   it('resolves null for everything when no user is configured', async () => {

@@ -383,6 +383,17 @@ models:
     expect(found).toEqual([{ path: 'models.1.name', message: expect.stringContaining('models.0.name') }])
   })
 
+  // Clients' user-ids are compared in NFC (RFC 7617 §2.1): two spellings of one name would shadow each other.
+  it('reports usernames that are one name in two Unicode normal forms', () => {
+    const hash = 'scrypt$16384$8$1$c2FsdHNhbHRzYWx0c2FsdA==$' + Buffer.alloc(64, 1).toString('base64')
+    const found = issues(`auth:
+  users:
+    - { username: "j\u00fcrgen", password_scrypt: "${hash}", scopes: [objects] }
+    - { username: "ju\u0308rgen", password_scrypt: "${hash}", scopes: [objects] }
+${MODEL}`)
+    expect(found).toEqual([{ path: 'auth.users.1.username', message: expect.stringContaining('duplicates auth.users.0.username') }])
+  })
+
   it('reports duplicate backend names within a model, including the url default', () => {
     const found = issues(`models:
   - name: m
