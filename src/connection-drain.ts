@@ -22,6 +22,13 @@ export interface ConnectionDrain {
    * nothing changes and it returns false.
    */
   closeAfterWholeRequests(socket: Socket): boolean
+  /**
+   * Whether the connection's latest request was answered while its body is
+   * still coming (a 401 before a small body Node reads and throws away):
+   * a parser error or timeout now is about bytes of a request answered
+   * already, not one to answer.
+   */
+  answeredWhileReading(socket: Socket): boolean
   /** Whether a request on this connection is still being answered. */
   busy(socket: Socket): boolean
   /** Every response in progress, on every connection. */
@@ -77,6 +84,8 @@ export function trackConnections(server: Server): ConnectionDrain {
   const closing = new Set<Socket>()
   /** Responses this module marked `Connection: close` (closeAfterLast). */
   const marked = new WeakSet<ServerResponse>()
+  /** Each connection's latest response: its request is the one the parser reads. */
+  const latest = new WeakMap<Socket, ServerResponse>()
   let draining = false
 
   server.on('connection', (socket: Socket) => {
@@ -92,6 +101,7 @@ export function trackConnections(server: Server): ConnectionDrain {
     const socket = request.socket
     const responses = active.get(socket)
     responses?.add(response)
+    latest.set(socket, response)
     if (draining && responses !== undefined) closeAfterLast(responses, marked)
     // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
     response.on('close', () => {
@@ -112,6 +122,10 @@ export function trackConnections(server: Server): ConnectionDrain {
       closing.add(socket)
       closeAfterLast(responses, marked)
       return true
+    },
+    answeredWhileReading(socket) {
+      const response = latest.get(socket)
+      return response !== undefined && response.writableFinished && !response.req.complete
     },
     busy: (socket) => (active.get(socket)?.size ?? 0) > 0,
     inProgress: () => [...active.values()].flatMap((responses) => [...responses]),

@@ -52,6 +52,14 @@ export function createPublicListener(handle: (request: IncomingMessage, response
     logger.info({ route: 'unknown', ...fields, status: refusal.status, error_code: refusal.code }, message)
   }
   server.on('clientError', (error: Error & { code?: string }, socket: Socket) => {
+    // The body of a request answered already (a 401 before it was read) broke off or ran past
+    // requestTimeout: a second answer would read as one to a request never sent, and count it
+    // twice (a resources review: a 408 after the 401 of a body trickled a byte a second).
+    if (connections.answeredWhileReading(socket)) {
+      logger.debug({ route: 'unknown', error_code: error.code ?? null }, 'the unread body of an answered request did not arrive whole: connection closed')
+      socket.destroy()
+      return
+    }
     // Bad bytes after a request read whole: that request may be at a backend already. It
     // is answered (a refusal now would read as its answer), then the connection closes.
     if (!clientGone(error) && socket.writable && connections.closeAfterWholeRequests(socket)) {
