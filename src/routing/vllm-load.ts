@@ -19,7 +19,8 @@ const WAITING = 'vllm:num_requests_waiting'
 function waitingSamples(text: string): number[] {
   const samples: number[] = []
   for (const line of text.split('\n')) {
-    const name = /^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]/.exec(line)?.[1]
+    // A blank or a tab after the name (the text format allows either; a tab was read as no sample at all).
+    const name = /^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ \t]/.exec(line)?.[1]
     if (name !== WAITING) continue
     let families
     try {
@@ -29,7 +30,8 @@ function waitingSamples(text: string): number[] {
     }
     for (const metric of families.flatMap((family) => family.metrics)) {
       const value = Number(metric.value)
-      if (Number.isFinite(value)) samples.push(value)
+      // A queue is never negative: such a sample would draw traffic to its backend.
+      if (Number.isFinite(value) && value >= 0) samples.push(value)
     }
   }
   return samples

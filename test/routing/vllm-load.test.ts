@@ -75,4 +75,15 @@ describe('readVllmLoad', () => {
 
     expect(readVllmLoad(text)).toEqual({ waiting: 5 })
   })
+
+  // Regression (balancing review): the text format separates tokens by blanks and/or tabs; a tab after the
+  // name was read as no sample, so least_loaded took a backend with 50 waiting for an idle one.
+  it('reads a sample whose name is followed by a tab', () => {
+    expect(readVllmLoad('vllm:num_requests_waiting\t50\n')).toEqual({ waiting: 50 })
+    expect(readVllmLoad('vllm:num_requests_waiting \t 7\nvllm:num_requests_waiting{engine="1"}\t3\n')).toEqual({ waiting: 10 })
+  })
+
+  it('skips a negative sample, which would draw traffic to its backend', () => {
+    expect(readVllmLoad('vllm:num_requests_waiting{engine="0"} -4\nvllm:num_requests_waiting{engine="1"} 2\n')).toEqual({ waiting: 2 })
+  })
 })
