@@ -9,14 +9,14 @@
  * it; the request body is the same string each time. A backend's 4xx (and
  * other 5xx) answers are the client's answer, not retried.
  */
-import { classifyUpstreamFailure, isRetryable, upstreamError, type UpstreamFailureReason } from '../errors/upstream-errors.js'
+import { classifyUpstreamFailure, isRetryable, unusableAnswerError, upstreamError, type UpstreamFailureReason } from '../errors/upstream-errors.js'
 import type { Backend } from '../routing/backend.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { noHealthyBackend } from '../routing/no-healthy-backend.js'
 import type { ModelSlots, SlotLease, SlotRequest } from '../state/store.js'
 import type { HeaderMap } from './headers.js'
 import type { ClientDeparture } from './client-departure.js'
-import { UpstreamCall, type UpstreamHeaders } from './upstream-call.js'
+import { InvalidStatusError, UpstreamCall, type UpstreamHeaders } from './upstream-call.js'
 
 export interface ChatAnswer {
   readonly lease: SlotLease
@@ -123,6 +123,8 @@ export async function dispatchChat(job: ChatDispatch): Promise<ChatAnswer> {
       job.onFailure(backend, reason, true)
       lease.release()
       const next = isRetryable(reason) ? await retryOn(tried, attempt, reason === 'connect') : null
+      // A status beyond 599 is an answer the backend worked for: the client is told not to repeat it.
+      if (next === null && error instanceof InvalidStatusError) throw unusableAnswerError(`backend "${backend.name}"`, error)
       if (next === null) throw upstreamError(reason, `backend "${backend.name}"`, error)
       job.onRetry(backend, reason, error)
       lease = next

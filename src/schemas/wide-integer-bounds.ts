@@ -8,19 +8,28 @@
  * a value while the backend got the client's own digits
  * (proxy/chat-upstream-body.ts), so a value that large written as a plain
  * integer is checked again here, on its digits. Other spellings (`1e19`,
- * `9.2e18`) are left to the schema: any JSON parser reads them as doubles.
+ * `9.2e18`) are read as doubles by any JSON parser: for `seed` and
+ * `truncate_prompt_tokens` the schema's check of the double is the
+ * interface's; for `priority` a double of 2^63 or more in magnitude is
+ * refused here, as vLLM's pydantic refuses such a float as an int64 (the
+ * schema's bound, 2^63 - 1 as a double, is 2^63: `9223372036854775808.0`
+ * and `-9223372036854775809.0` passed, a code review).
  */
 import { topLevelLayout, type ObjectLayout } from '../json/json-object-layout.js'
 
 export interface IntegerBounds {
   readonly min: bigint
   readonly max: bigint
+  /** An int64 that vLLM reads from a float too: any spelling but a plain integer must be below 2^63 in magnitude. */
+  readonly int64?: boolean
 }
+
+const INT64_LIMIT = 2 ** 63
 
 export const WIDE_INTEGER_BOUNDS = {
   seed: { min: -9223372036854776000n, max: 9223372036854776000n },
   truncate_prompt_tokens: { min: -1n, max: 9223372036854776000n },
-  priority: { min: -(2n ** 63n), max: 2n ** 63n - 1n },
+  priority: { min: -(2n ** 63n), max: 2n ** 63n - 1n, int64: true },
 } as const satisfies Readonly<Record<string, IntegerBounds>>
 
 export interface BoundViolation {
@@ -40,9 +49,12 @@ export function findWideIntegerViolation(raw: Uint8Array | null, body: Readonly<
     if (raw === null || typeof value !== 'number' || Math.abs(value) < EXACT_DOUBLE_LIMIT) continue
     layout ??= topLevelLayout(raw)
     const digits = layout === null ? null : lastValueText(raw, layout, name)
-    if (digits === null || !PLAIN_INTEGER.test(digits)) continue
+    const { min, max, int64 } = bounds[name]! as IntegerBounds
+    if (digits === null || !PLAIN_INTEGER.test(digits)) {
+      if (int64 === true && Math.abs(value) >= INT64_LIMIT) return { param: name, message: `must be from ${min} to ${max} (written other than as a plain integer, below 2^63 in magnitude)` }
+      continue
+    }
     const exact = BigInt(digits)
-    const { min, max } = bounds[name]!
     if (exact > max) return { param: name, message: `must be <= ${max}` }
     if (exact < min) return { param: name, message: `must be >= ${min}` }
   }

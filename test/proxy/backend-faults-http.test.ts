@@ -402,6 +402,8 @@ describe('a backend that answers with a status beyond 599', () => {
 
     expect(raw.status).toBe(502)
     expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response' })
+    // The backend answered: a client retry would have it do the work again (a code review).
+    expect(raw.headers['x-should-retry']).toBe('false')
     expect(await scrapeMetricSum(f.gw.url, 'sluice_upstream_errors_total', { model: 'm', reason: 'bad_response' })).toBe(1)
     await expectNothingElseAffected(f, { '502': 1 }, 1)
   })

@@ -410,8 +410,15 @@ describe('chat validation: priority has vLLM int64 range, checked on the digits 
     expect(error.code).toBe('invalid_value')
   })
 
-  it.each(['9223372036854775807', '-9223372036854775808'])('priority %s is forwarded', async (digits) => {
+  it.each(['9223372036854775807', '-9223372036854775808', '9.2e18', '-9.2e18'])('priority %s is forwarded', async (digits) => {
     await expectForwarded(undefined, { raw: body(digits) })
+  })
+
+  // Regression (code review): the schema's bound is 2^63 as a double, and the digits were checked only
+  // when written as a plain integer; vLLM's pydantic refuses a float of 2^63 or more as an int64.
+  it.each(['9223372036854775808.0', '9.223372036854775807e18', '-9223372036854775809.0', '-9223372036854775808.0'])('priority %s, a double of 2^63 or more, is refused with 400', async (digits) => {
+    const error = await expectRefused(undefined, 'priority', { raw: body(digits) })
+    expect(error.code).toBe('invalid_value')
   })
 })
 

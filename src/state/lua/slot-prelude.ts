@@ -49,23 +49,12 @@ local function drop_waiter(id)
   return true
 end
 
--- A lease in id's name on backend i until \`expiry\` (at most now + ttl). The set lapses with its
--- newest lease, so a model whose replicas all died leaves no key behind.
-local function add_lease(i, expiry, id)
-  redis.call('ZADD', lease_key(i), expiry, id)
-  redis.call('PEXPIRE', lease_key(i), ttl)
-end
-
--- The queue, its waiters, pending grants and the heartbeats that tell which of them are alive
--- lapse together, one TTL after the latest arrival, heartbeat or grant. Were the heartbeats to
--- lapse alone (the dead replica was the only one with waiters), nothing would show its waiters
--- dead: they stayed at the head for good and every replica queued behind them (a Redis review).
-local function keep_queue()
-  for _, key in ipairs({ Q, W, GR, OWN }) do redis.call('PEXPIRE', key, ttl) end
-end
-
--- Waiters and grants with no heartbeat left at all (the heartbeats lapsed or were evicted alone,
--- or were written by an older build): every one of their replicas is dead.
+-- Waiters and grants with no heartbeat left at all: every one of their replicas is dead. The
+-- heartbeats lapse with the newest of them, and a replica killed while it was the only one with
+-- waiters took them along: nothing showed its waiter dead, it stayed at the head for good and
+-- every replica queued behind it (a Redis review). The queue keys themselves get no TTL: a
+-- replica of an older build, mid-rollout, adds to them without renewing one, and they expired
+-- under its live waiters (a code review).
 local function forget_orphaned_queue()
   if redis.call('EXISTS', OWN) == 1 then return end
   redis.call('DEL', Q, W, GR)
@@ -190,9 +179,8 @@ local function hand_off(i)
     end
     redis.call('ZREM', Q, head)
     redis.call('HDEL', W, id)
-    add_lease(i, expiry, id)
+    redis.call('ZADD', lease_key(i), expiry, id)
     redis.call('HSET', GR, id, names[i])
-    keep_queue()
     if owner == me then
       handed[#handed + 1] = id
       handed[#handed + 1] = names[i]

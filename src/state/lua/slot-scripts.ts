@@ -27,7 +27,7 @@ if mode == 'try' or redis.call('ZCARD', Q) == 0 then
   local candidates = room()
   local i = pick(candidates, preferred)
   if i then
-    add_lease(i, now + ttl, id)
+    redis.call('ZADD', lease_key(i), now + ttl, id)
     return reply({ status = 'granted', backend = names[i] })
   end
   if #candidates > 1 then return reply({ status = 'room', room = names_of(candidates) }) end
@@ -52,14 +52,14 @@ if #first > 0 then
   if i then
     drop_waiter(id)
     redis.call('ZREM', Q, member)
-    add_lease(i, now + ttl, id)
+    redis.call('ZADD', lease_key(i), now + ttl, id)
     return reply({ status = 'granted', backend = names[i] })
   end
   -- Queued while the caller's balancer chooses (it asks again, or leaves).
   redis.call('HSET', W, id, member)
   say_accepts()
   redis.call('ZADD', OWN, now + ttl, me)
-  keep_queue()
+  redis.call('PEXPIRE', OWN, ttl)
   return reply({ status = 'room', room = names_of(first), seq = seq })
 end
 if mode == 'now' then
@@ -86,8 +86,8 @@ end
 redis.call('HSET', W, id, member)
 say_accepts()
 redis.call('ZADD', OWN, now + ttl, me)
--- The queue lapses with its newest heartbeat: a model no replica queues for leaves no key behind.
-keep_queue()
+-- The set lapses with its newest heartbeat: a model no replica queues for leaves no key behind.
+redis.call('PEXPIRE', OWN, ttl)
 return reply({ status = 'queued', seq = seq, evicted = evicted })
 `
 
@@ -120,7 +120,7 @@ end
 local i = pick(first, preferred)
 if i then
   drop_waiter(id)
-  add_lease(i, now + ttl, id)
+  redis.call('ZADD', lease_key(i), now + ttl, id)
   return reply({ status = 'granted', backend = names[i] })
 end
 if #first > 1 then return reply({ status = 'room', room = names_of(first) }) end
@@ -177,7 +177,7 @@ const SYNC = `
 -- own too: it looked dead, and its waiters come back as gone).
 forget_orphaned_queue()
 redis.call('ZADD', OWN, now + ttl, me)
-keep_queue()
+redis.call('PEXPIRE', OWN, ttl)
 say_accepts()
 redis.call('PEXPIRE', SEQ, ttl)
 prune()
@@ -215,7 +215,7 @@ return reply({ status = 'synced', granted = granted, gone = gone })
 const RENEW = `
 for k = rest, #ARGV, 2 do
   local i = index_of(ARGV[k])
-  if i then add_lease(i, now + ttl, ARGV[k + 1]) end
+  if i then redis.call('ZADD', lease_key(i), now + ttl, ARGV[k + 1]) end
 end
 return reply({ status = 'renewed' })
 `
