@@ -25,6 +25,8 @@ interface SlotReplyFields {
   readonly counts: readonly number[]
   /** [id, backend, ...]: slots the script handed to this replica's waiters. */
   readonly handed: readonly string[]
+  /** Redis's clock (ms) when the script ran; absent from an older build's scripts. */
+  readonly now?: number
 }
 
 export interface SlotCallSettings {
@@ -37,6 +39,7 @@ export interface SlotCallSettings {
 
 export class SlotCalls {
   readonly keys: ModelKeys
+  #redisClock: { readonly redisNow: number; readonly localAt: number } | null = null
   readonly #link: RedisLink
   readonly #settings: SlotCallSettings
   readonly #scriptKeys: readonly string[]
@@ -91,7 +94,20 @@ export class SlotCalls {
       ...backends,
       ...backends.map((b) => (usable(b) && !exclude.has(b) ? '1' : '0')),
     ]
-    return parseReply(await link.run(script, this.#scriptKeys, [...header, ...own]))
+    const reply = parseReply(await link.run(script, this.#scriptKeys, [...header, ...own]))
+    if (typeof reply.now === 'number') this.#redisClock = { redisNow: reply.now, localAt: performance.now() }
+    return reply
+  }
+
+  /**
+   * Redis's clock now, as far as this replica can tell: the latest reply's
+   * reading plus the time passed here since (both run at real time; the
+   * reply's own trip makes it a little late, so it errs towards "expired").
+   * Null before any reply carried one.
+   */
+  redisNow(): number | null {
+    const clock = this.#redisClock
+    return clock === null ? null : clock.redisNow + (performance.now() - clock.localAt)
   }
 }
 

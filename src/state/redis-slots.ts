@@ -242,8 +242,21 @@ export class RedisModelSlots implements ModelSlots {
   }
 
   #onMessage(message: ReplicaMessage): void {
-    if (message.kind === 'grant' && message.backend !== undefined) this.#deliver(message.id, message.backend)
+    if (message.kind === 'grant' && message.backend !== undefined && !this.#expired(message)) this.#deliver(message.id, message.backend)
     else if (message.kind === 'evict') this.#evicted(message.id)
+  }
+
+  /**
+   * A grant read after its lease expired in Redis: this replica was frozen
+   * (SIGSTOP, a long GC, a paused VM) past it, the lease and the grant are
+   * gone there, and the slot may be someone else's. Used, it ran a backend
+   * over its slots, the renewal putting the lease back (a Redis review).
+   * Ignored, its waiter stays queued here and the heartbeat's answer says it
+   * is gone (429 queue_full), as for a waiter dropped while frozen.
+   */
+  #expired(message: ReplicaMessage): boolean {
+    const now = this.#calls.redisNow()
+    return message.expires !== undefined && now !== null && now >= message.expires
   }
 
   /** Fire and forget: a failed call changes nothing here (leases expire by TTL, entries by heartbeat). */

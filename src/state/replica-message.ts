@@ -9,6 +9,8 @@ export interface ReplicaMessage {
   readonly model: string
   readonly id: string
   readonly backend?: string
+  /** A grant's lease expiry, Redis time (ms); absent from an older build's messages. */
+  readonly expires?: number
 }
 
 /** The message, or null when it is not one this version understands. */
@@ -16,7 +18,13 @@ export function parseReplicaMessage(raw: string): ReplicaMessage | null {
   try {
     const data = JSON.parse(raw) as Partial<ReplicaMessage>
     if ((data.kind !== 'grant' && data.kind !== 'evict') || typeof data.model !== 'string' || typeof data.id !== 'string') return null
-    return { kind: data.kind, model: data.model, id: data.id, backend: typeof data.backend === 'string' ? data.backend : undefined }
+    return {
+      kind: data.kind,
+      model: data.model,
+      id: data.id,
+      backend: typeof data.backend === 'string' ? data.backend : undefined,
+      expires: typeof data.expires === 'number' && Number.isFinite(data.expires) ? data.expires : undefined,
+    }
   } catch {
     return null
   }

@@ -18,7 +18,7 @@ import { FailoverKeyLimiter } from '../../src/state/failover-key-limiter.js'
 import { FailoverModelSlots } from '../../src/state/failover-model-slots.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { RedisKeyLimiter } from '../../src/state/redis-key-limiter.js'
-import { keyLimitKeys, modelKeys, priorityPrefix } from '../../src/state/redis-keys.js'
+import { keyLimitKeys, modelKeys, priorityPrefix, replicaChannel } from '../../src/state/redis-keys.js'
 import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
 import { RedisModelSlots } from '../../src/state/redis-slots.js'
 import { SlotCalls } from '../../src/state/redis-slot-calls.js'
@@ -434,6 +434,45 @@ describeWithRedis('Redis store', () => {
         lease.release()
         await settle()
         expect(await inspect.zcard(keys.leases[0]!)).toBe(0)
+      } finally {
+        inspect.disconnect()
+      }
+    })
+
+    // Regression (Redis review): a replica frozen (SIGSTOP) past its heartbeat read the grant message of a
+    // slot handed to its waiter when it woke, though Redis had dropped that lease and grant meanwhile and
+    // given the slot to another; it forwarded anyway, and its renewal put the lease back: 3 on 2 slots.
+    it('a grant message read after its lease expired is not used; a fresh one is', async () => {
+      const prefix = uniquePrefix('stale-grant')
+      const link = await openLink(prefix)
+      const slots = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const inspect = new Redis(redis.url)
+      try {
+        const keys = modelKeys(prefix, 'shared', ['a'])
+        await inspect.zadd(keys.leases[0]!, Date.now() + 60_000, 'elsewhere/1')
+        let staleGranted = false
+        const stale = slots.acquire(request(0))
+        void stale.then(() => (staleGranted = true), () => undefined)
+        const evicted = slots.acquire(request(0)).then(
+          () => null,
+          (error: unknown) => error,
+        )
+        await settle()
+        const [staleId, evictableId] = (await inspect.zrange(keys.queue, '0', '-1')).map((member) => member.slice(32))
+        const [seconds, micros] = await inspect.time()
+        const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+        const channel = replicaChannel(prefix, link.replicaId)
+        // The stale grant, then a message after it on the same channel: once that one is heard, so was the first.
+        await inspect.publish(channel, JSON.stringify({ kind: 'grant', model: 'shared', id: staleId, backend: 'a', expires: redisNow - 1000 }))
+        await inspect.publish(channel, JSON.stringify({ kind: 'evict', model: 'shared', id: evictableId }))
+        expect(await evicted).toMatchObject({ reason: 'queue_full' })
+        expect(staleGranted).toBe(false)
+
+        // The same grant, its lease still running: taken.
+        await inspect.publish(channel, JSON.stringify({ kind: 'grant', model: 'shared', id: staleId, backend: 'a', expires: redisNow + 60_000 }))
+        const lease = await stale
+        expect(lease.backend).toBe('a')
+        lease.release()
       } finally {
         inspect.disconnect()
       }

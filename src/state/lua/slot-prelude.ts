@@ -185,7 +185,9 @@ local function hand_off(i)
       handed[#handed + 1] = id
       handed[#handed + 1] = names[i]
     else
-      redis.call('PUBLISH', replica_channel .. owner, cjson.encode({ kind = 'grant', model = model, id = id, backend = names[i] }))
+      -- With the lease's expiry: a replica frozen past it reads the message late, when the lease
+      -- and the grant are gone here, and must not use it (a Redis review ran a backend over its slots).
+      redis.call('PUBLISH', replica_channel .. owner, cjson.encode({ kind = 'grant', model = model, id = id, backend = names[i], expires = expiry }))
     end
     given = given + 1
   end
@@ -204,6 +206,8 @@ local function reply(fields)
   for i = 1, n do counts[i] = redis.call('ZCOUNT', lease_key(i), '(' .. now, '+inf') end
   fields.counts = counts
   fields.handed = handed
+  -- Redis's clock when the script ran, so a replica can tell a grant message's expiry passed.
+  fields.now = now
   return cjson.encode(fields)
 end
 `
