@@ -14,6 +14,7 @@
  * the other replicas (shared-verdicts.ts).
  */
 import { setMaxListeners } from 'node:events'
+import { errors } from 'undici'
 import type { Logger } from 'pino'
 import type { Clock } from '../context.js'
 import type { Metrics } from '../metrics/registry.js'
@@ -216,6 +217,9 @@ export class BackendMonitor {
     const abort = (): void => call.abort(new Error('backend monitor stopped'))
     this.#probes.signal.addEventListener('abort', abort)
     if (this.#probes.signal.aborted) abort()
+    // The whole probe, not only its silences: a body trickled a byte at a time never ended, and
+    // the backend was probed no more, up for good whatever it answered (an HTTP review).
+    const deadline = setTimeout(() => call.abort(new errors.BodyTimeoutError()), timeout)
     try {
       const { statusCode } = await call.head
       const body = await call.readAll(MAX_PROBE_BYTES)
@@ -223,6 +227,7 @@ export class BackendMonitor {
     } catch (error) {
       return { ok: false, failure: probeFailure(error, timeout) }
     } finally {
+      clearTimeout(deadline)
       this.#probes.signal.removeEventListener('abort', abort)
     }
   }

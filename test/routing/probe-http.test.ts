@@ -68,4 +68,18 @@ describe('health and metrics probes', () => {
     expect(await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'huge' })).toBe(0)
     expect(await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'small' })).toBe(1)
   })
+
+  // Regression (HTTP review): only the silences of a probe's body were timed; a /health body trickled a
+  // byte at a time never ended, the backend was probed no more and stayed up whatever it did.
+  it('count a 2xx health answer whose body never ends as failed, and keep probing', async () => {
+    const trickle = await recordingBackend((res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      const dots = setInterval(() => res.write('.'), 20)
+      res.on('close', () => clearInterval(dots))
+    })
+    const gw = await gateway([{ url: trickle.url, name: 'trickle' }])
+
+    await until(() => healthChecks(trickle.probes) >= 3, 'three health checks, each ended at the interval')
+    expect(await scrapeMetric(gw.url, 'sluice_backend_up', { model: 'm', backend: 'trickle' })).toBe(0)
+  })
 })
