@@ -22,6 +22,7 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
   // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
   reply.raw.on('close', () => {
     const facts = request.facts
+    if (facts.unanswered) return
     // An unfinished answer with an error code was ended by the gateway, not the client.
     const status = reply.raw.writableFinished || facts.errorCode !== null ? reply.statusCode : CLIENT_CLOSED_REQUEST
     const seconds = reply.elapsedTime / 1000

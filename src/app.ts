@@ -93,8 +93,11 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).', { headers: CLOSES }))
       return
     }
-    // A request read off a connection whose last answer was sent (lingering-close.ts reads on after it): not served.
+    // A request read off a connection whose last answer was sent (lingering-close.ts reads on after it): not served,
+    // and not counted or logged as the 400 the error below would be, since it never reaches the client (an HTTP review).
     if (request.raw.socket.writableEnded) {
+      request.facts.unanswered = true
+      request.log.debug({ route: request.facts.route }, 'request read off a closing connection: not served')
       request.raw.socket.destroy()
       done(new GatewayError('malformed_http', 'The connection was closing: send the request on a new one.', { headers: CLOSES }))
       return

@@ -26,6 +26,8 @@ export interface RequestFacts {
   queueWaitMs: number | null
   /** Ms from receipt to joining the slot queue (chat): until a slot comes, the wait runs to the request's end. */
   queuedAtMs: number | null
+  /** Read off a connection already closing: no answer went out, so it is neither counted nor logged as one. */
+  unanswered: boolean
 }
 
 declare module 'fastify' {
@@ -39,5 +41,5 @@ declare module 'fastify' {
 }
 
 export function newRequestFacts(route: RouteFamily, requestId: string): RequestFacts {
-  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null, tokens: null, ttftMs: null, queueWaitMs: null, queuedAtMs: null }
+  return { route, requestId, principal: null, model: '', backend: null, retries: 0, errorCode: null, tokens: null, ttftMs: null, queueWaitMs: null, queuedAtMs: null, unanswered: false }
 }
