@@ -1,7 +1,8 @@
 /**
  * ISO 8601 date-times as Python's `datetime.isoformat()` writes them (the
  * training upstream's own format): `YYYY-MM-DDTHH:MM[:SS[.fraction]]` with an
- * optional `Z` or `±HH[:MM]` offset. The separator may also be a space
+ * optional `Z` (or `z`), `±HH`, `±HH:MM` or `±HHMM` offset (the forms Python
+ * 3.11's `fromisoformat` reads). The separator may also be a space
  * (`str(datetime)`) or a lowercase `t` (RFC 3339 allows it). RFC 3339's
  * `date-time` would require the offset. Every component is range-checked (no Feb 30, no hour 24, no
  * year 0000: Python's years start at 1), which `Date.parse` does not do: it rolls impossible dates over.
