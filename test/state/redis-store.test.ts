@@ -478,6 +478,36 @@ describeWithRedis('Redis store', () => {
       }
     })
 
+    // Regression (code review): the grant itself stayed in Redis when no script saw the frozen replica dead,
+    // and its first heartbeat on waking (written before the prune) delivered it with the lease pruned: the
+    // slot showed free, and another replica's arrival took it too.
+    it('a grant whose lease expired is not delivered by the backstop; its waiter hears queue_full', async () => {
+      const prefix = uniquePrefix('lapsed-grant')
+      const link = await openLink(prefix, { ...CONTRACT_TIMINGS, backstopMs: 100 })
+      const slots = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1 }))
+      const inspect = new Redis(redis.url)
+      try {
+        const keys = modelKeys(prefix, 'shared', ['a'])
+        await inspect.zadd(keys.leases[0]!, Date.now() + 60_000, 'elsewhere/1')
+        const waiting = slots.acquire(request(0)).then(
+          (lease) => lease,
+          (error: unknown) => error,
+        )
+        await settle()
+        const [id] = await inspect.hkeys(keys.waiters)
+        const [seconds, micros] = await inspect.time()
+        const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+        // What a hand-off leaves once its lease lapsed unseen: the grant, and a lease expired in Redis's time.
+        await inspect.multi().zrem(keys.leases[0]!, 'elsewhere/1').zadd(keys.leases[0]!, redisNow - 10, id!).zrem(keys.queue, (await inspect.hget(keys.waiters, id!))!).hdel(keys.waiters, id!).hset(keys.grants, id!, 'a').exec()
+
+        expect(await waiting).toMatchObject({ reason: 'queue_full' })
+        expect(await inspect.hlen(keys.grants)).toBe(0)
+        expect(await inspect.zcard(keys.leases[0]!)).toBe(0)
+      } finally {
+        inspect.disconnect()
+      }
+    })
+
     // Regression (audit): the arrival counter and the heartbeat set never expired, one pair per model ever served.
     it('every key a queued request writes expires within one lease TTL of the last arrival or heartbeat', async () => {
       const prefix = uniquePrefix('ttls')

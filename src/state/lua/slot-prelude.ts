@@ -60,6 +60,15 @@ local function forget_orphaned_queue()
   redis.call('DEL', Q, W, GR)
 end
 
+-- Whether the lease a grant stands for is gone (pruned after it expired): its replica was frozen
+-- past it and no script saw that replica dead, so its grant survived; the slot may be someone
+-- else's by now (a code review ran two requests on a 1-slot backend). A backend this replica's
+-- configuration does not name cannot be looked at, and the grant stands as before.
+local function lease_lapsed(id, backend)
+  local i = index_of(backend)
+  return i ~= nil and not redis.call('ZSCORE', lease_key(i), id)
+end
+
 -- Expired leases, and the waiters and pending grants of replicas whose heartbeat lapsed.
 local function prune()
   for i = 1, n do redis.call('ZREMRANGEBYSCORE', lease_key(i), '-inf', now) end

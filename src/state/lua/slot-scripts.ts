@@ -105,6 +105,7 @@ prune()
 local given = redis.call('HGET', GR, id)
 if given then
   redis.call('HDEL', GR, id)
+  if lease_lapsed(id, given) then return reply({ status = 'gone' }) end
   return reply({ status = 'granted', backend = given })
 end
 local member = redis.call('HGET', W, id)
@@ -188,8 +189,12 @@ for k = rest, #ARGV do
   local backend = redis.call('HGET', GR, id)
   if backend then
     redis.call('HDEL', GR, id)
-    granted[#granted + 1] = id
-    granted[#granted + 1] = backend
+    if lease_lapsed(id, backend) then
+      gone[#gone + 1] = id
+    else
+      granted[#granted + 1] = id
+      granted[#granted + 1] = backend
+    end
   elseif not redis.call('HGET', W, id) then
     gone[#gone + 1] = id
   end
