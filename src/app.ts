@@ -22,6 +22,7 @@ import { requireAuth, type CredentialCheck } from './auth/require-auth.js'
 import { registerJsonBodyParser } from './proxy/json-body-parser.js'
 import { sendContinue } from './auth/expect-continue.js'
 import { announcesBody, answeringBeforeBody } from './unread-body.js'
+import { isClosing } from './closing-connections.js'
 import { isValidHostHeader } from './host-header.js'
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void
@@ -93,12 +94,15 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       done(new GatewayError('malformed_http', 'An HTTP/1.1 request must carry a Host header (RFC 9112 §3.2).', { headers: CLOSES }))
       return
     }
-    // A request read off a connection whose last answer was sent (lingering-close.ts reads on after it): not served,
-    // and not counted or logged as the 400 the error below would be, since it never reaches the client (an HTTP review).
-    if (request.raw.socket.writableEnded) {
+    // A request read off a connection whose last answer was sent (lingering-close.ts reads on after it), or
+    // pipelined behind an answer that closes it (closing-connections.ts): not served, and not counted or logged
+    // as the 400 the error below would be, since it never reaches the client (an HTTP review). The answer
+    // before it, if still being made, is left to finish; Node drops this one's when the connection closes.
+    const socket = request.raw.socket
+    if (socket.writableEnded || isClosing(socket)) {
       request.facts.unanswered = true
       request.log.debug({ route: request.facts.route }, 'request read off a closing connection: not served')
-      request.raw.socket.destroy()
+      if (socket.writableEnded) socket.destroy()
       done(new GatewayError('malformed_http', 'The connection was closing: send the request on a new one.', { headers: CLOSES }))
       return
     }

@@ -7,6 +7,7 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { lingerOnClose } from './lingering-close.js'
+import { markClosing } from './closing-connections.js'
 
 /** The most of an unread body Node is left to read and throw away to keep the connection (about Go's net/http's 256 KiB). */
 const DISCARDED_BODY_MAX_BYTES = 64 * 1024
@@ -34,5 +35,7 @@ export function announcesBody(headers: IncomingHttpHeaders): boolean {
  */
 export function answeringBeforeBody(request: IncomingMessage): boolean {
   lingerOnClose(request.socket)
-  return !isDiscardable(request.headers)
+  if (isDiscardable(request.headers)) return false
+  markClosing(request.socket)
+  return true
 }

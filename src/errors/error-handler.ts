@@ -5,6 +5,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { announcesBody, answeringBeforeBody } from '../unread-body.js'
+import { markClosing } from '../closing-connections.js'
 import { causeOf } from './upstream-errors.js'
 import { GatewayError, type ErrorCode } from './gateway-error.js'
 
@@ -62,6 +63,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: G
     // Said, not removed: a removed header left HTTP/1.0 keep-alive and HTTP/1.1 close answers without one (an HTTP review).
     reply.header('connection', reply.raw.shouldKeepAlive ? 'keep-alive' : 'close')
   }
+  if (error.headers.connection === 'close') markClosing(request.raw.socket)
   return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
 }
 

@@ -12,6 +12,9 @@ import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.
 import { scrapeMetricSum, until } from '../support/metrics.js'
 import { expectErrorBody, rawExchange } from '../support/raw-http.js'
 import { trackedAfterEach } from '../support/tracked.js'
+import { startTrainingStandIn } from '../../src/dev/training-stand-in.js'
+
+const MODEL_ID = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
 
 describe('an answer sent before the request body was read', () => {
   let gw: TestGateway
@@ -238,5 +241,35 @@ describe('a header after 2,000 filler lines', () => {
     expect(host.responses.map((response) => response.status)).toEqual([400])
     const twice = await rawExchange(gw.url, `GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\n${filler}Authorization: Bearer other\r\nConnection: close\r\n\r\n`)
     expect(twice.responses.map((response) => response.status)).toEqual([401])
+  })
+})
+
+// Regression (security review): a request pipelined in the same read behind an answer that closes the
+// connection (a GET route's chunked body, not drained) was served while that answer was still being made:
+// a training job was created whose answer the client never got, logged as a 499.
+describe('a request pipelined behind an answer that closes the connection', () => {
+  const key = makeKey('k', ['training', 'checkpoints'])
+  const cleanups = trackedAfterEach()
+
+  it('is not served, counted or logged; the answer before it is sent whole', async () => {
+    const training = await startTrainingStandIn({ checkpoints: { [MODEL_ID]: 2 } })
+    cleanups.push(() => training.close())
+    const gw = await cleanups.gateway({
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+      upstreams: { training: { url: training.url }, checkpoints: { url: training.url } },
+    })
+    const job = JSON.stringify({ model_id: MODEL_ID, trajectory_groups: [] })
+    const exchange = await rawExchange(
+      gw.url,
+      `GET /v1/preview/models/${MODEL_ID}/checkpoints HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nA\r\n0\r\n\r\n` +
+        `POST /v1/preview/training-jobs HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${job.length}\r\n\r\n${job}`,
+    )
+
+    expect(exchange.responses.map((response) => [response.status, response.headers.connection])).toEqual([[200, 'close']])
+    expect(training.received.map((request) => request.method)).toEqual(['GET'])
+    await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'checkpoints' })) === 1, 'the GET counted')
+    expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'training' })).toBe(0)
+    expect(gw.logLines().filter((line) => line.msg === 'request completed' && line.route !== 'service').map((line) => line.route)).toEqual(['checkpoints'])
   })
 })
