@@ -18,7 +18,7 @@ import { FailoverKeyLimiter } from '../../src/state/failover-key-limiter.js'
 import { FailoverModelSlots } from '../../src/state/failover-model-slots.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { RedisKeyLimiter } from '../../src/state/redis-key-limiter.js'
-import { keyLimitKeys, modelKeys, priorityPrefix, replicaChannel } from '../../src/state/redis-keys.js'
+import { keyLimitKeys, modelKeys, priorityPrefix, replicaChannel, type ModelKeys } from '../../src/state/redis-keys.js'
 import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
 import { RedisModelSlots } from '../../src/state/redis-slots.js'
 import { SlotCalls } from '../../src/state/redis-slot-calls.js'
@@ -427,7 +427,7 @@ describeWithRedis('Redis store', () => {
         await settle()
         const [id] = await inspect.hkeys(keys.waiters)
         // What a release elsewhere does, without its message: the slot handed to the waiter.
-        await inspect.multi().zrem(keys.leases[0]!, 'elsewhere/1').zadd(keys.leases[0]!, Date.now() + 60_000, id!).zrem(keys.queue, (await inspect.hget(keys.waiters, id!))!).hdel(keys.waiters, id!).hset(keys.grants, id!, 'a').exec()
+        await handedUnheard(inspect, keys, id!, Date.now() + 60_000)
         const lease = await waiting
         expect(lease.backend).toBe('a')
         expect(await inspect.hlen(keys.grants)).toBe(0)
@@ -498,7 +498,7 @@ describeWithRedis('Redis store', () => {
         const [seconds, micros] = await inspect.time()
         const redisNow = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
         // What a hand-off leaves once its lease lapsed unseen: the grant, and a lease expired in Redis's time.
-        await inspect.multi().zrem(keys.leases[0]!, 'elsewhere/1').zadd(keys.leases[0]!, redisNow - 10, id!).zrem(keys.queue, (await inspect.hget(keys.waiters, id!))!).hdel(keys.waiters, id!).hset(keys.grants, id!, 'a').exec()
+        await handedUnheard(inspect, keys, id!, redisNow - 10)
 
         expect(await waiting).toMatchObject({ reason: 'queue_full' })
         expect(await inspect.hlen(keys.grants)).toBe(0)
@@ -970,6 +970,12 @@ async function duringOutage<T>(links: readonly RedisLink[], admit: () => Promise
   await redis.start()
   await up
   return admitted
+}
+
+/** What a release elsewhere leaves when its message is lost: the slot 'elsewhere/1' held handed to waiter `id`, its lease until `expiresAt`. */
+async function handedUnheard(inspect: Redis, keys: ModelKeys, id: string, expiresAt: number): Promise<void> {
+  const member = (await inspect.hget(keys.waiters, id))!
+  await inspect.multi().zrem(keys.leases[0]!, 'elsewhere/1').zadd(keys.leases[0]!, expiresAt, id).zrem(keys.queue, member).hdel(keys.waiters, id).hset(keys.grants, id, 'a').exec()
 }
 
 async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
