@@ -414,15 +414,21 @@ describeWithRedis('Redis store', () => {
       await settle()
     })
 
-    it('a grant whose message was lost is picked up by the backstop', async () => {
-      const prefix = uniquePrefix('lost')
+    /** A replica whose waiters queue behind a lease of nobody's ('elsewhere/1') on backend a, and a client reading Redis. */
+    async function behindElsewhere(label: string) {
+      const prefix = uniquePrefix(label)
       const link = await openLink(prefix, { ...CONTRACT_TIMINGS, backstopMs: 100 })
       const slots = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1 }))
       const inspect = new Redis(redis.url)
+      const keys = modelKeys(prefix, 'shared', ['a'])
+      await inspect.zadd(keys.leases[0]!, Date.now() + 60_000, 'elsewhere/1')
+      return { prefix, link, slots, inspect, keys }
+    }
+
+    it('a grant whose message was lost is picked up by the backstop', async () => {
+      // A lease of nobody's fills the slot; the waiter queues behind it.
+      const { slots, inspect, keys } = await behindElsewhere('lost')
       try {
-        const keys = modelKeys(prefix, 'shared', ['a'])
-        // A lease of nobody's fills the slot; the waiter queues behind it.
-        await inspect.zadd(keys.leases[0]!, Date.now() + 60_000, 'elsewhere/1')
         const waiting = slots.acquire(request(0))
         await settle()
         const [id] = await inspect.hkeys(keys.waiters)
@@ -443,13 +449,8 @@ describeWithRedis('Redis store', () => {
     // slot handed to its waiter when it woke, though Redis had dropped that lease and grant meanwhile and
     // given the slot to another; it forwarded anyway, and its renewal put the lease back: 3 on 2 slots.
     it('a grant message read after its lease expired is not used; a fresh one is', async () => {
-      const prefix = uniquePrefix('stale-grant')
-      const link = await openLink(prefix)
-      const slots = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1 }))
-      const inspect = new Redis(redis.url)
+      const { prefix, link, slots, inspect, keys } = await behindElsewhere('stale-grant')
       try {
-        const keys = modelKeys(prefix, 'shared', ['a'])
-        await inspect.zadd(keys.leases[0]!, Date.now() + 60_000, 'elsewhere/1')
         let staleGranted = false
         const stale = slots.acquire(request(0))
         void stale.then(() => (staleGranted = true), () => undefined)
@@ -482,13 +483,8 @@ describeWithRedis('Redis store', () => {
     // and its first heartbeat on waking (written before the prune) delivered it with the lease pruned: the
     // slot showed free, and another replica's arrival took it too.
     it('a grant whose lease expired is not delivered by the backstop; its waiter hears queue_full', async () => {
-      const prefix = uniquePrefix('lapsed-grant')
-      const link = await openLink(prefix, { ...CONTRACT_TIMINGS, backstopMs: 100 })
-      const slots = slotsOn(link, settings({ backends: ['a'], slotsPerBackend: 1 }))
-      const inspect = new Redis(redis.url)
+      const { slots, inspect, keys } = await behindElsewhere('lapsed-grant')
       try {
-        const keys = modelKeys(prefix, 'shared', ['a'])
-        await inspect.zadd(keys.leases[0]!, Date.now() + 60_000, 'elsewhere/1')
         const waiting = slots.acquire(request(0)).then(
           (lease) => lease,
           (error: unknown) => error,
