@@ -116,7 +116,7 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
     }
     // A GET route reads no body: one sent anyway is left to Node to drain only when short.
     const method = request.raw.method
-    if ((method === 'GET' || method === 'HEAD') && announcesBody(request.headers) && answeringBeforeBody(request.raw)) reply.header('connection', 'close')
+    if ((method === 'GET' || method === 'HEAD') && announcesBody(request.headers) && answeringBeforeBody(request.raw, reply.raw)) reply.header('connection', 'close')
     // Answered before the body is read: nothing would use it (a JSON body up to the limit was parsed for a 404).
     if (request.facts.route === 'unknown') {
       done(notFound(app, request))

@@ -7,14 +7,28 @@
  * created whose answer the client never got (a security review). RFC 9112
  * §9.6: a server that sends close processes nothing after that request.
  */
+import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 
-const closing = new WeakSet<Socket>()
+/** Each such connection's answer that closes it. */
+const closing = new WeakMap<Socket, ServerResponse>()
 
-export function markClosing(socket: Socket): void {
-  closing.add(socket)
+export function markClosing(response: ServerResponse): void {
+  if (response.socket !== null) closing.set(response.socket, response)
 }
 
+/**
+ * Whether a request read off `socket` now comes after an answer that closes
+ * it. One that went out saying keep-alive after all (a path that writes its
+ * own head) did not close it, and the mark goes: a request after it refused
+ * (unanswered, so neither logged nor counted) would be lost without a trace.
+ */
 export function isClosing(socket: Socket): boolean {
-  return closing.has(socket)
+  const response = closing.get(socket)
+  if (response === undefined) return false
+  if (response.headersSent && response.shouldKeepAlive) {
+    closing.delete(socket)
+    return false
+  }
+  return true
 }

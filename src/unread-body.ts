@@ -5,7 +5,7 @@
  * left to Node only for a body announced small; a long or chunked one
  * closes the connection instead.
  */
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
 import { lingerOnClose } from './lingering-close.js'
 import { markClosing } from './closing-connections.js'
 
@@ -33,9 +33,9 @@ export function announcesBody(headers: IncomingHttpHeaders): boolean {
  * client asked), lingers (lingering-close.ts); whether the answer must say
  * `Connection: close` (a body too long to drain) is returned.
  */
-export function answeringBeforeBody(request: IncomingMessage): boolean {
+export function answeringBeforeBody(request: IncomingMessage, response: ServerResponse): boolean {
   lingerOnClose(request.socket)
   if (isDiscardable(request.headers)) return false
-  markClosing(request.socket)
+  markClosing(response)
   return true
 }

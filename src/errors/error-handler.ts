@@ -56,14 +56,14 @@ function messageFor(code: ErrorCode, error: Error): string {
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatewayError): FastifyReply {
   request.facts.errorCode = error.code
   // Read on after the answer if the connection closes, or the unread body's bytes make the close a reset that loses it.
-  if (!request.raw.complete && announcesBody(request.headers) && answeringBeforeBody(request.raw)) {
+  if (!request.raw.complete && announcesBody(request.headers) && answeringBeforeBody(request.raw, reply.raw)) {
     reply.header('connection', 'close')
   } else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) {
     // fastify's close mark on a body it read whole and refused: the connection goes on as the client asked.
     // Said, not removed: a removed header left HTTP/1.0 keep-alive and HTTP/1.1 close answers without one (an HTTP review).
     reply.header('connection', reply.raw.shouldKeepAlive ? 'keep-alive' : 'close')
   }
-  if (error.headers.connection === 'close') markClosing(request.raw.socket)
+  if (error.headers.connection === 'close') markClosing(reply.raw)
   return reply.code(error.status).headers(error.headers).type('application/json').send(error.toBody())
 }
 

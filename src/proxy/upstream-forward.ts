@@ -112,6 +112,8 @@ function clientHeaders(response: Dispatcher.ResponseData, upstream: Upstream): H
 /** An answer written whole past fastify's `send` (which would add a Content-Type the upstream never sent), naming the request. */
 function writeAnswer(request: FastifyRequest, reply: FastifyReply, statusCode: number, headers: HeaderMap, body: Buffer | undefined): FastifyReply {
   headers['x-request-id'] = request.facts.requestId
+  // The close decided for a body left unread (app.ts) is fastify's header, which the hijack leaves behind.
+  if (reply.getHeader('connection') === 'close') headers.connection = 'close'
   reply.hijack()
   reply.raw.writeHead(statusCode, headers)
   reply.raw.end(body)

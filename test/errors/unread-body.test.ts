@@ -12,6 +12,9 @@ import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.
 import { scrapeMetricSum, until } from '../support/metrics.js'
 import { expectErrorBody, rawExchange } from '../support/raw-http.js'
 import { trackedAfterEach } from '../support/tracked.js'
+import { createServer } from 'node:http'
+import { listenForTest } from '../support/listen.js'
+import { isClosing, markClosing } from '../../src/closing-connections.js'
 import { startTrainingStandIn } from '../../src/dev/training-stand-in.js'
 
 const MODEL_ID = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
@@ -271,5 +274,53 @@ describe('a request pipelined behind an answer that closes the connection', () =
     await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'checkpoints' })) === 1, 'the GET counted')
     expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'training' })).toBe(0)
     expect(gw.logLines().filter((line) => line.msg === 'request completed' && line.route !== 'service').map((line) => line.route)).toEqual(['checkpoints'])
+  })
+})
+
+// Regression (code review): a checkpoints answer written past fastify (an upstream 304, 204, or an error
+// searched for the credential) left fastify's Connection: close behind: it went out keep-alive, while the
+// connection was marked closing, and the next request on it was refused without a log line or a count.
+describe('an answer the platform route writes itself, to a GET whose body is not drained', () => {
+  const key = makeKey('k', ['checkpoints'])
+  const cleanups = trackedAfterEach()
+
+  it.each([304, 204])('%i says Connection: close as the decision was, and the connection closes', async (status) => {
+    const upstream = createServer((req, res) => {
+      req.resume()
+      res.writeHead(status).end()
+    })
+    const gw = await cleanups.gateway({
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+      upstreams: { checkpoints: { url: await listenForTest(upstream, cleanups) } },
+    })
+    const exchange = await rawExchange(gw.url, `GET /v1/preview/models/${MODEL_ID}/checkpoints HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nA\r\n0\r\n\r\n`)
+
+    expect(exchange.responses.map((response) => [response.status, response.headers.connection])).toEqual([[status, 'close']])
+    expect(exchange.closed).toBe(true)
+  })
+})
+
+describe('isClosing', () => {
+  const cleanups = trackedAfterEach()
+
+  it('lets go of a connection whose marked answer went out keep-alive after all', async () => {
+    const verdicts: boolean[] = []
+    const server = createServer((req, res) => {
+      req.resume()
+      if (req.url === '/first') {
+        markClosing(res)
+        verdicts.push(isClosing(req.socket))
+        res.writeHead(200, { 'content-length': 0 }).end()
+      } else {
+        verdicts.push(isClosing(req.socket))
+        res.writeHead(200, { 'content-length': 0, connection: 'close' }).end()
+      }
+    })
+    const url = await listenForTest(server, cleanups)
+    const exchange = await rawExchange(url, 'GET /first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n')
+
+    expect(exchange.responses.map((response) => response.status)).toEqual([200, 200])
+    expect(verdicts).toEqual([true, false])
   })
 })
