@@ -103,8 +103,9 @@ export class SlotCalls {
    * Redis's clock now, as far as this replica can tell: the latest reply's
    * reading plus the time passed here since (both run at real time). The
    * reply's trip back makes it a little behind Redis, so it errs towards
-   * "not expired"; a grant it lets through after its lease lapsed is caught
-   * by the scripts (`lease_lapsed`). Null before any reply carried one.
+   * "not expired", by that trip at most (a grant from the heartbeat or a
+   * claim is checked in Redis itself: `lease_lapsed`). Null before any
+   * reply carried one.
    */
   redisNow(): number | null {
     const clock = this.#redisClock
