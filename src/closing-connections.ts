@@ -17,6 +17,11 @@ export function markClosing(response: ServerResponse): void {
   if (response.socket !== null) closing.set(response.socket, response)
 }
 
+/** Whether `response` is the answer its connection was marked to close with: nothing may make it keep-alive after. */
+export function closesItsConnection(response: ServerResponse): boolean {
+  return response.socket !== null && closing.get(response.socket) === response
+}
+
 /**
  * Whether a request read off `socket` now comes after an answer that closes
  * it. One that went out saying keep-alive after all (a path that writes its

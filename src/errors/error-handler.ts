@@ -5,7 +5,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { announcesBody, answeringBeforeBody } from '../unread-body.js'
-import { markClosing } from '../closing-connections.js'
+import { closesItsConnection, markClosing } from '../closing-connections.js'
 import { causeOf } from './upstream-errors.js'
 import { GatewayError, type ErrorCode } from './gateway-error.js'
 
@@ -58,8 +58,9 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: G
   // Read on after the answer if the connection closes, or the unread body's bytes make the close a reset that loses it.
   if (!request.raw.complete && announcesBody(request.headers) && answeringBeforeBody(request.raw, reply.raw)) {
     reply.header('connection', 'close')
-  } else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection')) {
+  } else if (reply.hasHeader('connection') && !reply.raw.hasHeader('connection') && !closesItsConnection(reply.raw)) {
     // fastify's close mark on a body it read whole and refused: the connection goes on as the client asked.
+    // Not a close decided earlier for this answer (closing-connections.ts): a request pipelined behind it was refused on that word.
     // Said, not removed: a removed header left HTTP/1.0 keep-alive and HTTP/1.1 close answers without one (an HTTP review).
     reply.header('connection', reply.raw.shouldKeepAlive ? 'keep-alive' : 'close')
   }

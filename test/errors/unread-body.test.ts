@@ -324,3 +324,28 @@ describe('isClosing', () => {
     expect(verdicts).toEqual([true, false])
   })
 })
+
+// Regression (keep-alive review): the close decided for a GET with a chunked body was turned back into
+// keep-alive by the error answer once Node had drained that small body, while the request pipelined behind
+// it had been refused on the close: the client got a 400 for it on a connection that stayed open.
+describe('an error answer to a GET whose body was decided not to be drained', () => {
+  const key = makeKey('k', ['checkpoints'])
+  const cleanups = trackedAfterEach()
+
+  it('keeps the close, so the request pipelined behind it is not answered on an open connection', async () => {
+    const upstream = createServer((req) => req.socket.destroy())
+    const gw = await cleanups.gateway({
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+      upstreams: { checkpoints: { url: await listenForTest(upstream, cleanups) } },
+    })
+    const exchange = await rawExchange(
+      gw.url,
+      `GET /v1/preview/models/${MODEL_ID}/checkpoints HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{"a":1}\r\n0\r\n\r\n` +
+        `GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n`,
+    )
+
+    expect(exchange.responses.map((response) => [response.status, response.headers.connection])).toEqual([[502, 'close']])
+    expect(exchange.closed).toBe(true)
+  })
+})
