@@ -63,7 +63,7 @@ export function upstreamError(reason: UpstreamFailureReason, target: string, cau
     case 'reset':
       return new GatewayError('upstream_bad_response', `Upstream ${target} closed the connection before answering.`, { cause })
     case 'bad_response':
-      return new GatewayError('upstream_bad_response', `Upstream ${target} sent a broken response.`, { cause })
+      return brokenResponse(target, cause, {})
   }
 }
 
@@ -75,7 +75,11 @@ export function brokenAnswerError(reason: UpstreamFailureReason, target: string,
 
 /** An answer that came whole (or with its status) and is not one to pass on: the upstream did the work. */
 export function unusableAnswerError(target: string, cause: unknown): GatewayError {
-  return new GatewayError('upstream_bad_response', `Upstream ${target} sent a broken response.`, { cause, headers: { ...NO_CLIENT_RETRY } })
+  return brokenResponse(target, cause, { ...NO_CLIENT_RETRY })
+}
+
+function brokenResponse(target: string, cause: unknown, headers: Record<string, string>): GatewayError {
+  return new GatewayError('upstream_bad_response', `Upstream ${target} sent a broken response.`, { cause, headers })
 }
 
 /**

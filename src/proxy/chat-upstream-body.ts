@@ -15,7 +15,7 @@
  */
 import { CLOSE_BRACE, isJsonWhitespace, OPEN_BRACE } from '../json/json-bytes.js'
 import { topLevelLayout, withoutByteOrderMark, type MemberSpan } from '../json/json-object-layout.js'
-import { RawJson } from '../json/raw-json.js'
+import { MemberRewrite } from '../json/member-rewrite.js'
 
 type JsonObject = Readonly<Record<string, unknown>>
 
@@ -84,7 +84,7 @@ function spliced(raw: Buffer, diff: MemberDiff, changes: JsonObject): Buffer | n
   const parts: Buffer[] = []
   let from = 0
   for (const span of replaced) {
-    parts.push(raw.subarray(from, span.start), Buffer.from(jsonText(changes[span.name])))
+    parts.push(raw.subarray(from, span.start), Buffer.from(replacementText(changes[span.name], raw.subarray(span.start, span.end))))
     from = span.end
   }
   parts.push(raw.subarray(from, layout.close), Buffer.from(`${members(diff.added, changes, layout.members.length === 0)}}`))
@@ -98,9 +98,14 @@ function members(names: readonly string[], changes: JsonObject, first: boolean):
   return text
 }
 
+/** The text that replaces a member's value `clientBytes`: a rewrite of those bytes, or the new value's. */
+function replacementText(value: unknown, clientBytes: Buffer): string {
+  if (value instanceof MemberRewrite) return value.rewrite(clientBytes) ?? JSON.stringify(value.fallback)
+  return jsonText(value)
+}
+
 /** JSON.stringify, with the shortcut the members the gateway adds take (each call of it costs ~1,400 instructions). */
 function jsonText(value: unknown): string {
-  if (value instanceof RawJson) return value.text
   if (typeof value === 'string' && needsNoEscape(value)) return `"${value}"`
   if (typeof value === 'number' && Number.isFinite(value)) return String(value)
   return JSON.stringify(value)

@@ -7,26 +7,23 @@
  * 12345678901234567891 reached the backend rounded and `1.0` as `1` (a
  * splice review), where every other member goes as written.
  */
-import { RawJson } from '../json/raw-json.js'
-import { topLevelLayout, withoutByteOrderMark } from '../json/json-object-layout.js'
+import { MemberRewrite } from '../json/member-rewrite.js'
+import { topLevelLayout } from '../json/json-object-layout.js'
 
 const SET_BY_GATEWAY = new Set(['include_usage', 'continuous_usage_stats'])
 
-/** `fallback` (the object to serialize) when the bytes cannot be laid out, which the parser would have refused. */
-export function streamOptionsText(received: Buffer | null, fallback: Readonly<Record<string, unknown>>): RawJson | Readonly<Record<string, unknown>> {
-  if (received === null) return fallback
-  const body = withoutByteOrderMark(received)
-  const outer = topLevelLayout(body)
-  // The last occurrence: the one JSON.parse kept, and so the one validated.
-  const span = outer?.members.findLast((member) => member.name === 'stream_options')
-  if (span === undefined) return fallback
-  const object = body.subarray(span.start, span.end)
-  const inner = topLevelLayout(object)
-  if (inner === null) return fallback
+/** `fallback`: the object, for a body serialized whole. */
+export function streamOptionsRewrite(fallback: Readonly<Record<string, unknown>>): MemberRewrite {
+  return new MemberRewrite(rewrittenStreamOptions, fallback)
+}
+
+function rewrittenStreamOptions(object: Buffer): string | null {
+  const layout = topLevelLayout(object)
+  if (layout === null) return null
   const members: string[] = []
-  for (const member of inner.members) {
+  for (const member of layout.members) {
     if (!SET_BY_GATEWAY.has(member.name)) members.push(`${JSON.stringify(member.name)}:${object.toString('utf8', member.start, member.end)}`)
   }
   members.push('"include_usage":true', '"continuous_usage_stats":false')
-  return new RawJson(`{${members.join(',')}}`)
+  return `{${members.join(',')}}`
 }

@@ -8,7 +8,7 @@ import { ChatCompletionRequest, type ChatCompletionBody } from '../schemas/chat.
 import { findRuleViolation } from '../schemas/chat-rules.js'
 import { findWideIntegerViolation } from '../schemas/wide-integer-bounds.js'
 import { injectedStreamOptions, normalizedMembers } from '../schemas/normalize-chat.js'
-import { streamOptionsText } from '../proxy/stream-options-text.js'
+import { streamOptionsRewrite } from '../proxy/stream-options-text.js'
 import { admitKey } from '../scheduling/key-policy.js'
 import { affinityKey } from '../routing/balancers/prefix-affinity.js'
 import { chooseRequestId, REQUEST_ID_RULE } from '../schemas/request-id.js'
@@ -48,7 +48,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
   reply.header('x-request-id', requestId)
   const members = normalizedMembers(body, route.settings.served_name, requestId)
   const streamOptions = injectedStreamOptions(body)
-  if (streamOptions !== null) members.stream_options = body.stream_options === undefined ? streamOptions : streamOptionsText(request.rawBody, streamOptions)
+  if (streamOptions !== null) members.stream_options = body.stream_options === undefined ? streamOptions : streamOptionsRewrite(streamOptions)
   const payload = upstreamChatBody(request.rawBody, body, members)
   const priority = body.priority ?? 0
   const affinity = route.settings.balance === 'prefix_affinity' ? affinityKey(body) : null

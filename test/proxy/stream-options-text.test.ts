@@ -6,9 +6,8 @@
  */
 import { createServer } from 'node:http'
 import { describe, expect, it } from 'vitest'
-import { RawJson } from '../../src/json/raw-json.js'
 import { upstreamChatBody } from '../../src/proxy/chat-upstream-body.js'
-import { streamOptionsText } from '../../src/proxy/stream-options-text.js'
+import { streamOptionsRewrite } from '../../src/proxy/stream-options-text.js'
 import { makeKey } from '../support/gateway.js'
 import { listenForTest } from '../support/listen.js'
 import { trackedAfterEach } from '../support/tracked.js'
@@ -19,32 +18,27 @@ const FALLBACK = { include_usage: true, continuous_usage_stats: false }
 function upstream(raw: string): string {
   const bytes = Buffer.from(raw)
   const sent = JSON.parse(raw.replace(/^\ufeff/, '')) as Record<string, unknown>
-  return upstreamChatBody(bytes, sent, { model: 'served', stream_options: streamOptionsText(bytes, FALLBACK) }).toString()
+  return upstreamChatBody(bytes, sent, { model: 'served', stream_options: streamOptionsRewrite(FALLBACK) }).toString()
 }
 
-describe('streamOptionsText', () => {
+describe('streamOptionsRewrite', () => {
   it("keeps the client's other members byte for byte and sets the two the gateway needs", () => {
     const out = upstream('{"model":"m","stream":true,"stream_options":{"x":12345678901234567891,"y":1.0,"include_usage":false,"z":"\\u00e9"},"messages":[]}')
     expect(out).toBe('{"model":"served","stream":true,"stream_options":{"x":12345678901234567891,"y":1.0,"z":"\\u00e9","include_usage":true,"continuous_usage_stats":false},"messages":[]}')
   })
 
   it('drops every spelling of the members it sets, repeated or escaped', () => {
-    const text = streamOptionsText(Buffer.from('{"stream_options":{"include_usage":false,"continuous_usage_stats":true,"incl\\u0075de_usage":false,"include_usage":null}}'), FALLBACK)
-    expect(text).toEqual(new RawJson('{"include_usage":true,"continuous_usage_stats":false}'))
+    const out = upstream('{"stream":true,"stream_options":{"include_usage":false,"continuous_usage_stats":true,"incl\\u0075de_usage":false,"include_usage":null}}')
+    expect(out).toBe('{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":false},"model":"served"}')
   })
 
-  it('reads the last stream_options the client sent, the one the parser kept, behind a byte order mark too', () => {
-    const text = streamOptionsText(Buffer.from('\ufeff{"stream_options":{"a":1},"stream_options":{"b":2.50}}'), FALLBACK)
-    expect(text).toEqual(new RawJson('{"b":2.50,"include_usage":true,"continuous_usage_stats":false}'))
+  it('rewrites every stream_options the client sent, each from its own bytes, behind a byte order mark too', () => {
+    const out = upstream('\ufeff{"stream_options":{"a":1},"stream_options":{"b":2.50},"stream":true}')
+    expect(out).toBe('{"stream_options":{"a":1,"include_usage":true,"continuous_usage_stats":false},"stream_options":{"b":2.50,"include_usage":true,"continuous_usage_stats":false},"stream":true,"model":"served"}')
   })
 
-  it('falls back to the object when there are no bytes to read', () => {
-    expect(streamOptionsText(null, FALLBACK)).toBe(FALLBACK)
-    expect(streamOptionsText(Buffer.from('{"stream":true}'), FALLBACK)).toBe(FALLBACK)
-  })
-
-  it('serializes as its parsed value where the whole body is serialized', () => {
-    expect(JSON.stringify({ stream_options: new RawJson('{"x":1.0}') })).toBe('{"stream_options":{"x":1}}')
+  it('serializes as its fallback where the whole body is serialized', () => {
+    expect(JSON.stringify({ stream_options: streamOptionsRewrite(FALLBACK) })).toBe('{"stream_options":{"include_usage":true,"continuous_usage_stats":false}}')
   })
 })
 

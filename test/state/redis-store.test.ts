@@ -529,15 +529,20 @@ describeWithRedis('Redis store', () => {
       }
     })
 
+    /** A replica with a one-slot backend, lease TTL `ttl`, that a test will make vanish (not disposed by the suite). */
+    async function doomedReplica(label: string, ttl: number) {
+      const prefix = uniquePrefix(label)
+      const timings = { ...CONTRACT_TIMINGS, leaseTtlMs: ttl, backstopMs: 100 }
+      const doomedLink = await openLink(prefix, timings)
+      const doomed = new RedisModelSlots(settings({ backends: ['a'], slotsPerBackend: 1 }), { now: () => Date.now() }, new RecordingObserver(), doomedLink)
+      return { prefix, timings, doomedLink, doomed }
+    }
+
     // Regression (Redis review): the heartbeats lapsed with the dead replica's, the only one with waiters;
     // its waiter stayed at the head of the queue for good, and every replica's arrivals queued behind it
     // until their max wait, on an idle backend.
     it('a replica that dies with the only waiters leaves nothing that holds up later arrivals', async () => {
-      const prefix = uniquePrefix('orphans')
-      const ttl = 300
-      const timings = { ...CONTRACT_TIMINGS, leaseTtlMs: ttl, backstopMs: 100 }
-      const doomedLink = await openLink(prefix, timings)
-      const doomed = new RedisModelSlots(settings({ backends: ['a'], slotsPerBackend: 1 }), { now: () => Date.now() }, new RecordingObserver(), doomedLink)
+      const { prefix, timings, doomedLink, doomed } = await doomedReplica('orphans', 300)
       await doomed.acquire(request(0))
       // Ahead of any later arrival whatever the arrival counter (it lapses too, and restarts at 1).
       void doomed.acquire(request(-5)).catch(() => undefined)
@@ -586,11 +591,8 @@ describeWithRedis('Redis store', () => {
     })
 
     it('frees the slots of a replica that stopped renewing them within one lease TTL, and drops its waiters', async () => {
-      const prefix = uniquePrefix('expiry')
       const ttl = 600
-      const timings = { ...CONTRACT_TIMINGS, leaseTtlMs: ttl, backstopMs: 100 }
-      const doomedLink = await openLink(prefix, timings)
-      const doomed = new RedisModelSlots(settings({ backends: ['a'], slotsPerBackend: 1 }), { now: () => Date.now() }, new RecordingObserver(), doomedLink)
+      const { prefix, timings, doomedLink, doomed } = await doomedReplica('expiry', ttl)
       const survivorLink = await openLink(prefix, timings)
       const survivor = slotsOn(survivorLink, settings({ backends: ['a'], slotsPerBackend: 1 }))
       await doomed.acquire(request(0))
