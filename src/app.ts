@@ -106,6 +106,12 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       done(new GatewayError('malformed_http', 'The connection was closing: send the request on a new one.', { headers: CLOSES }))
       return
     }
+    // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 request is faulty framing. A proxy in front that reads
+    // it as HTTP/1.0 does (no body) would see the chunks as the next request; nothing after it is served.
+    if (request.raw.httpVersionMinor === 0 && request.headers['transfer-encoding'] !== undefined) {
+      done(new GatewayError('malformed_http', 'An HTTP/1.0 request cannot use Transfer-Encoding (RFC 9112 §6.1): send a Content-Length.', { headers: CLOSES }))
+      return
+    }
     if (!isValidHostHeader(request.headers.host, request.raw.rawHeaders)) {
       done(new GatewayError('malformed_http', 'A request must carry one Host header, host[:port] (RFC 9112 §3.2).', { headers: CLOSES }))
       return
@@ -167,6 +173,8 @@ function unroutableCheckpointsCheck(ctx: GatewayContext): CredentialCheck | null
  */
 function badUrlMessage(url: string): string {
   if (!url.startsWith('/') && url.includes('#')) return 'The URL is not valid: a request target carries no fragment (#…); leave it out.'
+  // An absolute-form target (`http://host:port/path`) whose host or port does not parse: say so, not the percent-encoding.
+  if (!url.startsWith('/') && !URL.canParse(url)) return 'The URL is not valid: its host or port does not parse; send the path alone, or a well-formed http(s) URL.'
   return 'The URL is not valid: check its percent-encoding.'
 }
 

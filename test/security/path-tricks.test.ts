@@ -167,6 +167,9 @@ TRICKS['request smuggling: conflicting framing is refused'] = [
   raw('Transfer-Encoding twice (chunked, then identity)', () => smuggle('Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n', `${chunked(BODIES.objects)}${INNER()}`), [400]),
   raw('Transfer-Encoding with a space before the colon', () => smuggle('Transfer-Encoding : chunked\r\n', `${chunked(BODIES.objects)}${INNER()}`), [400]),
   raw('a chunk size that overflows', () => smuggle('Transfer-Encoding: chunked\r\n', `ffffffffffffffffffff\r\n${BODIES.objects}\r\n0\r\n\r\n${INNER()}`), [400]),
+  // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing; a front proxy reading it as
+  // HTTP/1.0 sees no body and takes the chunks for the next request (an HTTP review, session 26).
+  raw('HTTP/1.0 with Transfer-Encoding: chunked and keep-alive', () => smuggle('Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n', `${chunked(BODIES.objects)}${INNER()}`).replace(' HTTP/1.1\r\n', ' HTTP/1.0\r\n'), [400]),
   raw('chunk lines ended by a bare LF', () => smuggle('Transfer-Encoding: chunked\r\n', `${BODIES.objects.length.toString(16)}\n${BODIES.objects}\n0\n\n${INNER()}`), [400]),
 ]
 
@@ -228,6 +231,14 @@ describe('afterwards', () => {
     const all = sinceBefore({ chat: 0, training: 0, checkpoints: 0, objects: 0 })
     expect(all.length).toBeGreaterThan(10)
     for (const request of all) expectCanonical(request)
+  })
+
+  it('an absolute-form target whose host or port does not parse is refused with a message that says so', async () => {
+    for (const target of ['http://x:99999/v1/models', 'http://x:abc/v1/models', 'http://[::1/v1/models']) {
+      const exchange = await rawExchange(fx.url, requestBytes({ target, as: 'models' }), 3000)
+      expect(exchange.responses[0]?.status, target).toBe(400)
+      expect(expectErrorBody(exchange.responses[0]!).message, target).toMatch(/host or port/)
+    }
   })
 
   it('a pipelined second request after a valid one is handled as its own request, with its own credentials check', async () => {
