@@ -17,8 +17,6 @@ import { bytesAt } from '../bytes-at.js'
 import { carriesContent, dataOf, inspectEvent, type TokenUsage } from './stream-usage.js'
 
 const DONE_MARK = Buffer.from('[DONE]')
-/** Room for `data: [DONE]` with an `event:` or `id:` line and trailing spaces; a content event is larger. */
-const DONE_MAX_BYTES = 256
 const DATA_FIELD = Buffer.from('data:')
 const SPACE = 0x20
 
@@ -28,10 +26,11 @@ const SPACE = 0x20
  * space after the colon dropped, whatever other fields the event has.
  */
 function isDone(event: Buffer): boolean {
-  if (event.length > DONE_MAX_BYTES) return false
-  // The usual event, `data:` first: its data starts as its first line's value does. Read in place,
-  // as every event of a stream is asked this and a Buffer method call costs ten times the compare.
+  // The usual event, `data:` first: its data starts as its first line's value does, however long the event
+  // (trailing spaces). Read in place, as every event of a stream is asked this and a Buffer method call
+  // costs ten times the compare.
   if (startsWithData(event)) return bytesAt(event, DONE_MARK, event[DATA_FIELD.length] === SPACE ? DATA_FIELD.length + 1 : DATA_FIELD.length)
+  // Another field first (an `id:` line of any length) or a comment: searched once, read whole only when it names [DONE].
   if (event.indexOf(DONE_MARK) < 0) return false
   return dataOf(event.toString('latin1'))?.startsWith('[DONE]') === true
 }

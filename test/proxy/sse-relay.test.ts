@@ -105,6 +105,10 @@ describe('SseRelay', () => {
     ['trailing spaces', 'data: [DONE]   \n\n'],
     ['an event: line', 'event: done\ndata: [DONE]\n\n'],
     ['an id: line, CRLF', 'id: 5\r\ndata: [DONE] \r\n\r\n'],
+    // Regression (stream review, session 26): an event over 256 bytes was never [DONE], so a backend's long id:
+    // line or padding ended every stream in an error event and had the healthy backend ejected.
+    ['a 300-byte id: line', `id: ${'a'.repeat(300)}\ndata: [DONE]\n\n`],
+    ['300 trailing spaces', `data: [DONE]${' '.repeat(300)}\n\n`],
   ])('[DONE] with %s, in the chunk of the last content: complete, and nothing after [DONE] goes out', (_name, tail) => {
     const relay = new SseRelay(false)
     const content = tokenChunk('a')
