@@ -160,10 +160,15 @@ export class RedisLink extends EventEmitter<{ up: []; down: []; resync: []; reco
   /** Up once the server can hold the shared state (redis-server-check.ts); down, saying why, when it cannot. */
   async #admitServer(): Promise<void> {
     let problem: string | null = null
+    const budgetMs = Math.max(250, this.timings.healthIntervalMs)
     try {
-      problem = await this.budgeted(serverProblem(this.#client, this.keyPrefix), () => undefined, Math.max(250, this.timings.healthIntervalMs))
-    } catch {
-      // Cannot tell (no answer in time, an ACL forbids ROLE): the health check decides on its own.
+      problem = await this.budgeted(serverProblem(this.#client, this.keyPrefix), () => undefined, budgetMs)
+    } catch (error) {
+      // No answer in time: the probe's writes wait (CLIENT PAUSE WRITE, a failover) or the server is swamped.
+      // Up now, the next PING queued behind those writes would mark it down again, every two checks (a Redis
+      // review saw /readyz flap for the whole pause); it stays down until a check passes.
+      if (error instanceof RedisUnavailable) problem = `the server did not finish the check that it can hold the shared state within ${budgetMs} ms (writes paused, or the server swamped)`
+      // Otherwise it cannot tell (an ACL forbids ROLE): the health check decides on its own.
     }
     // The connection went meanwhile: its 'close' marked it down.
     if (this.#client.status !== 'ready') return

@@ -10,8 +10,17 @@
 import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 
-/** Replies that say this server will not run the shared state's scripts, however often they are sent. */
-const REFUSALS = /^(READONLY|MOVED|ASK|CROSSSLOT|CLUSTERDOWN|NOPERM)\b/
+/**
+ * Replies that say this server will not run the shared state's scripts until
+ * an operator or a failover changes it. NOREPLICAS (a primary with
+ * `min-replicas-to-write` whose replicas dropped away), MISCONF (a failed
+ * snapshot with `stop-writes-on-bgsave-error`) and OOM (`maxmemory` with
+ * `noeviction`) refuse every write: a Redis review saw every admission go
+ * local, a 2-slot backend run 6, while `/readyz` said Redis was up.
+ */
+const REFUSALS = /^(READONLY|MOVED|ASK|CROSSSLOT|CLUSTERDOWN|NOPERM|NOREPLICAS|MISCONF|OOM)\b/
+/** Of those, the ones a writable primary gives: the check below finds them by writing, not by ROLE. */
+const WRITE_REFUSALS = /^(NOREPLICAS|MISCONF|OOM)\b/
 
 /** The refusal an error is (its reply's first word, `NOPERM` for any ACL refusal), or null for any other failure. */
 export function serverRefusal(error: unknown): string | null {
@@ -113,9 +122,10 @@ async function permissionProblem(client: Redis, keyPrefix: string): Promise<stri
     return null
   } catch (error) {
     if (!(error instanceof Error) || error.name !== 'ReplyError') throw error
+    const reply = error.message.split('\n')[0]
+    if (WRITE_REFUSALS.test(error.message)) return `the server at redis_url refuses writes (${reply}): the shared state cannot be kept there until it takes them again`
     // A read-only replica refuses the writes too: the role check says that better.
     if (!isForbidden(error.message)) return null
-    const reply = error.message.split('\n')[0]
     return `the user in redis_url may not do what the shared state needs (${reply}): grant it EVAL, EVALSHA, ZREM, the hash, sorted set and string commands on keys matching ${keyPrefix}* and PUBLISH to channels matching ${keyPrefix}* (README, Shared state)`
   }
 }

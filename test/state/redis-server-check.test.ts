@@ -125,6 +125,66 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
     await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up again')
     expect(gw.logLines().some((line) => line.msg === 'Redis reachable again: admission uses the shared state')).toBe(true)
   })
+
+  /** A field of the server's INFO, as a number (calls of a command, connections accepted). */
+  async function infoNumber(admin: Redis, section: string, pattern: RegExp): Promise<number> {
+    return Number(pattern.exec(await admin.info(section))?.[1] ?? 0)
+  }
+
+  const reachableAgain = (gw: TestGateway) => gw.logLines().filter((line) => line.msg === 'Redis reachable again: admission uses the shared state').length
+
+  // Regression (Redis review, session 26): with min-replicas-to-write and no replica, every script was
+  // refused (NOREPLICAS) and every admission went local (a 2-slot backend ran 6 across three replicas),
+  // while /readyz said Redis was up and nothing was logged.
+  it('a primary that refuses writes (NOREPLICAS): down at the first refused call, and stays down until it writes again', async (context) => {
+    const server = await redis()
+    skipUnlessControllable(server, context)
+    const gw = await gatewayOn(server.url)
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
+    const admin = new Redis(server.url, { lazyConnect: true })
+    cleanups.push(() => admin.quit())
+    await admin.connect()
+
+    await admin.config('SET', 'min-replicas-to-write', '1')
+    expect((await chat(gw)).status).toBe(200)
+    await expectDownFor(gw, 'NOREPLICAS')
+    // Each check after it runs the probe again (an EVAL the server counts) and finds the refusal: no flap up.
+    const probes = await infoNumber(admin, 'commandstats', /^cmdstat_eval:calls=(\d+)/m)
+    await until(async () => (await infoNumber(admin, 'commandstats', /^cmdstat_eval:calls=(\d+)/m)) >= probes + 3, 'three more checks')
+    expect(reachableAgain(gw)).toBe(0)
+    expect(await scrapeMetric(gw.url, 'sluice_redis_up')).toBe(0)
+
+    await admin.config('SET', 'min-replicas-to-write', '0')
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up again')
+    expect(reachableAgain(gw)).toBe(1)
+  })
+
+  // Regression (Redis review, session 26): under CLIENT PAUSE WRITE, the check on reconnecting timed out and
+  // counted Redis up; the next PING, queued behind its blocked writes, marked it down: /readyz flapped every ~2 s.
+  it('writes paused (CLIENT PAUSE WRITE): down, and stays down while the pause lasts', async (context) => {
+    const server = await redis()
+    skipUnlessControllable(server, context)
+    const gw = await gatewayOn(server.url)
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
+    const admin = new Redis(server.url, { lazyConnect: true })
+    cleanups.push(() => admin.quit())
+    await admin.connect()
+
+    await admin.call('CLIENT', 'PAUSE', '30000', 'WRITE')
+    cleanups.push(() => admin.call('CLIENT', 'UNPAUSE'))
+    // Its admission script waits past the budget; the answer comes on local limits.
+    expect((await chat(gw)).status).toBe(200)
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 0, 'Redis down', 10_000)
+    // Every reconnect runs the check again and finds the writes still waiting: no flap up.
+    const connections = await infoNumber(admin, 'stats', /^total_connections_received:(\d+)/m)
+    await until(async () => (await infoNumber(admin, 'stats', /^total_connections_received:(\d+)/m)) >= connections + 3, 'three more reconnects', 10_000)
+    expect(reachableAgain(gw)).toBe(0)
+    expect(gw.logLines().some((line) => line.msg === 'Redis connected: admission uses the shared state')).toBe(true)
+    expect(await scrapeMetric(gw.url, 'sluice_redis_up')).toBe(0)
+
+    await admin.call('CLIENT', 'UNPAUSE')
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up again', 10_000)
+  })
 })
 
 // Regression (Redis review, session 24): every script call was refused with NOPERM and every admission
