@@ -182,7 +182,7 @@ export class BackendMonitor {
     const healthy = failure === null
     const why: Readonly<Record<string, string>> = healthy ? {} : { check: `GET ${backend.origin}${backend.pathFor(route.settings.health.path)}`, failure }
     if (!healthy) this.#logger.debug({ model: route.name, backend: backend.name, ...why }, 'health check failed')
-    this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route)), why)
+    this.#update(route, backend, () => afterActiveCheck(backend.health, healthy, settingsOf(route), this.#clock.now()), why)
     this.#verdicts.afterOwnCheck(route, backend, ticket, healthy)
     this.#after(nextProbeIn(route.settings.health.interval_ms, this.#clock.now() - startedAt), () => this.#probe(route, backend))
   }

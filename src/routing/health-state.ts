@@ -3,14 +3,15 @@
  *
  * - active checks (`health.path` every `interval_ms`): `unhealthy_after`
  *   consecutive failures mark it down (the first failure, for a backend
- *   never shown healthy); one success marks it up again and ends any
+ *   never shown healthy or while it is ejected); one success marks it up again and ends any
  *   ejection (DESIGN.md: "healthy again after one successful health check");
  * - real traffic (passive): a connect failure ejects it at once; 5xx answers,
  *   timeouts and answers broken after their head eject it after
  *   `unhealthy_after` in a row. An ejection lasts a cool-down that doubles
  *   with each ejection in a row (interval × 2^k, capped at 64 intervals)
- *   unless a passing check ends it first, so the doubling holds back only a
- *   backend whose checks fail too; a success on real traffic (a whole
+ *   unless a passing check ends it first (a failing one takes it down until
+ *   one passes; the doubling holds back a backend no check has answered
+ *   for within its cool-down); a success on real traffic (a whole
  *   answer) forgets the count. Failures reported while already ejected (the
  *   other requests that were in flight when it broke) are one incident, not
  *   new ejections.
@@ -104,15 +105,19 @@ export function verdictLapsesAt(shared: SharedVerdict): number {
 
 /**
  * `unhealthy_after` failures in a row take a backend down; one that has never
- * been shown healthy goes down at its first failed check. The tolerance is
+ * been shown healthy, or that real traffic has ejected, goes down at its
+ * first failed check. The tolerance is
  * for a backend known to work that missed a probe; one never seen working
  * and now failing its check would otherwise keep getting requests (502s)
  * while `/readyz` already reports it, for up to `unhealthy_after` intervals.
  */
-export function afterActiveCheck(state: HealthState, ok: boolean, settings: HealthSettings): HealthState {
+export function afterActiveCheck(state: HealthState, ok: boolean, settings: HealthSettings, now: number): HealthState {
   if (ok) return { ...state, up: true, confirmed: true, activeFailures: 0, ejectedUntil: 0 }
   const activeFailures = state.activeFailures + 1
-  return { ...state, activeFailures, up: state.up && state.confirmed && activeFailures < settings.unhealthyAfter }
+  // Ejected by real traffic and now failing its check too: down until a check passes. Left up, it took
+  // requests again when the ejection ran out, and /readyz said ready, with every check since failing (an ops review).
+  const ejected = now < state.ejectedUntil
+  return { ...state, activeFailures, up: state.up && state.confirmed && !ejected && activeFailures < settings.unhealthyAfter }
 }
 
 /**

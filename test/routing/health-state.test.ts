@@ -19,8 +19,8 @@ import {
 const settings: HealthSettings = { unhealthyAfter: 3, intervalMs: 1000 }
 const T0 = 1_700_000_000_000
 
-function activeChecks(state: HealthState, results: readonly boolean[], s: HealthSettings = settings): HealthState {
-  return results.reduce((current, ok) => afterActiveCheck(current, ok, s), state)
+function activeChecks(state: HealthState, results: readonly boolean[], s: HealthSettings = settings, now = T0): HealthState {
+  return results.reduce((current, ok) => afterActiveCheck(current, ok, s, now), state)
 }
 
 function passiveFailures(state: HealthState, failure: PassiveFailure, count: number, now: number, s: HealthSettings = settings): HealthState {
@@ -52,7 +52,7 @@ describe('isUsable', () => {
 
 describe('active health checks', () => {
   /** A backend a check has shown healthy: `unhealthy_after` applies to it. */
-  const seenHealthy = afterActiveCheck(INITIAL_HEALTH, true, settings)
+  const seenHealthy = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
 
   it('keep a backend seen healthy up through unhealthy_after - 1 failed checks and take it down at unhealthy_after', () => {
     const twoFailed = activeChecks(seenHealthy, [false, false])
@@ -60,17 +60,17 @@ describe('active health checks', () => {
     expect(twoFailed.activeFailures).toBe(2)
     expect(isUsable(twoFailed, T0)).toBe(true)
 
-    const threeFailed = afterActiveCheck(twoFailed, false, settings)
+    const threeFailed = afterActiveCheck(twoFailed, false, settings, T0)
     expect(threeFailed.up).toBe(false)
     expect(isUsable(threeFailed, T0)).toBe(false)
   })
 
   it('take a backend never shown healthy down at its first failed check', () => {
-    const failedFirst = afterActiveCheck(INITIAL_HEALTH, false, settings)
+    const failedFirst = afterActiveCheck(INITIAL_HEALTH, false, settings, T0)
     expect(failedFirst.up).toBe(false)
     expect(isUsable(failedFirst, T0)).toBe(false)
     // A passive failure before the check does not confirm it either.
-    const ejectedThenFailed = afterActiveCheck(afterPassiveFailure(INITIAL_HEALTH, 'status', settings, T0), false, settings)
+    const ejectedThenFailed = afterActiveCheck(afterPassiveFailure(INITIAL_HEALTH, 'status', settings, T0), false, settings, T0)
     expect(ejectedThenFailed.up).toBe(false)
   })
 
@@ -81,7 +81,7 @@ describe('active health checks', () => {
   })
 
   it('go down on the first failure with unhealthy_after 1', () => {
-    expect(afterActiveCheck(seenHealthy, false, { unhealthyAfter: 1, intervalMs: 100 }).up).toBe(false)
+    expect(afterActiveCheck(seenHealthy, false, { unhealthyAfter: 1, intervalMs: 100 }, T0).up).toBe(false)
   })
 
   it('count failures in a row only: a success in between starts over', () => {
@@ -95,7 +95,7 @@ describe('active health checks', () => {
       const down = activeChecks(start, [false, false, false, false, false])
       expect(down.up).toBe(false)
 
-      const up = afterActiveCheck(down, true, settings)
+      const up = afterActiveCheck(down, true, settings, T0)
       expect(up.up).toBe(true)
       expect(up.activeFailures).toBe(0)
       expect(isUsable(up, T0)).toBe(true)
@@ -109,7 +109,7 @@ describe('active health checks', () => {
 
   it('do not touch the passive state', () => {
     const ejected = afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
-    const checked = afterActiveCheck(ejected, false, settings)
+    const checked = afterActiveCheck(ejected, false, settings, T0)
     expect(checked.ejections).toBe(ejected.ejections)
     expect(checked.ejectedUntil).toBe(ejected.ejectedUntil)
   })
@@ -119,8 +119,21 @@ describe('active health checks', () => {
     const ejected = passiveFailures(INITIAL_HEALTH, 'connect', 7, T0)
     expect(isUsable(ejected, T0 + settings.intervalMs / 2)).toBe(false)
 
-    const checked = afterActiveCheck(ejected, true, settings)
+    const checked = afterActiveCheck(ejected, true, settings, T0)
     expect(isUsable(checked, T0 + settings.intervalMs / 2)).toBe(true)
+  })
+
+  // Regression (ops review, session 26): a dead backend took requests again, and counted for /readyz,
+  // when its ejection ran out, though the check run during the ejection had failed.
+  it('a failed check while ejected takes the backend down past the ejection, until a check passes', () => {
+    const ejected = afterPassiveFailure(seenHealthy, 'connect', settings, T0)
+    const failed = afterActiveCheck(ejected, false, settings, T0 + settings.intervalMs / 2)
+    expect(isUsable(failed, ejected.ejectedUntil)).toBe(false)
+    expect(isUsable(failed, ejected.ejectedUntil + 10 * settings.intervalMs)).toBe(false)
+    expect(isUsable(afterActiveCheck(failed, true, settings, ejected.ejectedUntil), ejected.ejectedUntil)).toBe(true)
+    // Once the ejection is over, one failed check is again only one of unhealthy_after.
+    const lapsed = afterActiveCheck(ejected, false, settings, ejected.ejectedUntil)
+    expect(isUsable(lapsed, ejected.ejectedUntil)).toBe(true)
   })
 })
 
@@ -217,7 +230,7 @@ describe('passive failures', () => {
   it('transitions never mutate their input', () => {
     const before = { ...INITIAL_HEALTH }
     afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0)
-    afterActiveCheck(INITIAL_HEALTH, false, settings)
+    afterActiveCheck(INITIAL_HEALTH, false, settings, T0)
     expect(INITIAL_HEALTH).toEqual(before)
   })
 })
@@ -231,7 +244,7 @@ describe('isDownBeforeConfirmation: a finding for this replica alone (not shared
   it('does not hold from unhealthy_after failed checks on, for a backend seen healthy, nor while ejected', () => {
     expect(isDownBeforeConfirmation(activeChecks(INITIAL_HEALTH, [false, false, false]), settings, T0)).toBe(false)
     expect(isDownBeforeConfirmation(activeChecks(INITIAL_HEALTH, [true, false, false, false]), settings, T0)).toBe(false)
-    const ejectedThenFailed = afterActiveCheck(afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0), false, settings)
+    const ejectedThenFailed = afterActiveCheck(afterPassiveFailure(INITIAL_HEALTH, 'connect', settings, T0), false, settings, T0)
     expect(isDownBeforeConfirmation(ejectedThenFailed, settings, T0)).toBe(false)
     expect(isDownBeforeConfirmation(ejectedThenFailed, settings, ejectedThenFailed.ejectedUntil)).toBe(true)
   })
@@ -252,7 +265,7 @@ describe('confirmation: what readiness and sluice_backend_up count', () => {
   })
 
   it('one passed check confirms it', () => {
-    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
     expect(checked.confirmed).toBe(true)
     expect(confirmed(checked)).toBe(true)
   })
@@ -269,15 +282,15 @@ describe('confirmation: what readiness and sluice_backend_up count', () => {
 
   it('a passive failure neither confirms it nor forgets a confirmation', () => {
     expect(afterPassiveFailure(INITIAL_HEALTH, 'status', settings, T0).confirmed).toBe(false)
-    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
     expect(afterPassiveFailure(checked, 'connect', settings, T0).confirmed).toBe(true)
   })
 
   it('a confirmed backend stops counting while down or ejected, and counts again when usable', () => {
-    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
     const down = activeChecks(checked, [false, false, false])
     expect(confirmed(down)).toBe(false)
-    expect(confirmed(afterActiveCheck(down, true, settings))).toBe(true)
+    expect(confirmed(afterActiveCheck(down, true, settings, T0))).toBe(true)
 
     const ejected = afterPassiveFailure(checked, 'connect', settings, T0)
     expect(confirmed(ejected, T0)).toBe(false)
@@ -293,7 +306,7 @@ describe('confirmation: what readiness and sluice_backend_up count', () => {
   })
 
   it('a shared verdict in force makes a confirmed backend not count', () => {
-    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    const checked = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
     const down: SharedVerdict = { up: false, ejectedUntil: 0, expiresAt: T0 + 3000 }
     expect(isConfirmedWith(checked, down, T0)).toBe(false)
     expect(isConfirmedWith(checked, down, T0 + 3000)).toBe(true)

@@ -37,7 +37,7 @@ describe('health inherited from the generations serving now', () => {
 
   it('the same backend (model, name and URL) starts from its health there', () => {
     const old = routes({ m: [A] })
-    const down = afterActiveCheck(INITIAL_HEALTH, false, settings)
+    const down = afterActiveCheck(INITIAL_HEALTH, false, settings, T0)
     old.get('m')!.backend('a').health = down
 
     const fresh = routes({ m: [A] }, healthKnownTo([old]))
@@ -46,7 +46,7 @@ describe('health inherited from the generations serving now', () => {
 
   it('a renamed backend, one moved to another URL, or the same one under another model starts fresh', () => {
     const old = routes({ m: [A] })
-    old.get('m')!.backend('a').health = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    old.get('m')!.backend('a').health = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
 
     const fresh = routes({ m: [{ ...A, name: 'renamed' }, { ...A, url: 'http://127.0.0.1:9999' }], other: [A] }, healthKnownTo([old]))
     expect(fresh.get('m')!.backend('renamed').health).toBe(INITIAL_HEALTH)
@@ -57,8 +57,8 @@ describe('health inherited from the generations serving now', () => {
   it('the first generation listed (the serving one) wins over older ones', () => {
     const older = routes({ m: [A] })
     const serving = routes({ m: [A] })
-    older.get('m')!.backend('a').health = afterActiveCheck(INITIAL_HEALTH, false, settings)
-    const confirmed = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    older.get('m')!.backend('a').health = afterActiveCheck(INITIAL_HEALTH, false, settings, T0)
+    const confirmed = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
     serving.get('m')!.backend('a').health = confirmed
 
     expect(routes({ m: [A] }, healthKnownTo([serving, older])).get('m')!.backend('a').health).toBe(confirmed)
@@ -74,13 +74,13 @@ describe('usable (routing) and confirmed (readiness)', () => {
 
   it('one confirmed, usable backend makes the model ready', () => {
     const route = routes({ m: [A, B] }).get('m')!
-    route.backend('b').health = afterActiveCheck(INITIAL_HEALTH, true, settings)
+    route.backend('b').health = afterActiveCheck(INITIAL_HEALTH, true, settings, T0)
     expect(route.hasConfirmedBackend(T0)).toBe(true)
   })
 
   it('a confirmed backend that is ejected does not make the model ready until its ejection ends', () => {
     const route = routes({ m: [A] }).get('m')!
-    const ejected = afterPassiveFailure(afterActiveCheck(INITIAL_HEALTH, true, settings), 'connect', settings, T0)
+    const ejected = afterPassiveFailure(afterActiveCheck(INITIAL_HEALTH, true, settings, T0), 'connect', settings, T0)
     route.backend('a').health = ejected
     expect(route.hasConfirmedBackend(T0)).toBe(false)
     expect(route.hasConfirmedBackend(ejected.ejectedUntil)).toBe(true)

@@ -40,7 +40,7 @@ function harness(options: { serving?: boolean } = {}) {
   cleanups.push(() => route.close())
   const backend: Backend = route.backends[0]!
   // Seen healthy here: a passed check.
-  backend.health = afterActiveCheck(backend.health, true, { unhealthyAfter: 3, intervalMs: 1000 })
+  backend.health = afterActiveCheck(backend.health, true, { unhealthyAfter: 3, intervalMs: 1000 }, now)
   const verdicts = new SharedVerdicts({
     clock: { now: () => now },
     logger: createLogger('debug', log),
@@ -72,7 +72,7 @@ function harness(options: { serving?: boolean } = {}) {
     scheduled: () => {
       const ticket = verdicts.checkStarting()
       return (healthy: boolean) => {
-        backend.health = afterActiveCheck(backend.health, healthy, { unhealthyAfter: 3, intervalMs: 1000 })
+        backend.health = afterActiveCheck(backend.health, healthy, { unhealthyAfter: 3, intervalMs: 1000 }, now)
         verdicts.afterOwnCheck(route, backend, ticket, healthy)
       }
     },
