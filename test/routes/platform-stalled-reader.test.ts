@@ -5,7 +5,8 @@
  * Regression (resource audit): the upstream was paused by the client's
  * backpressure, undici's body timeout does not run on a paused exchange,
  * and nothing else ended it: the upstream connection stayed held for as
- * long as the client stayed connected.
+ * long as the client stayed connected. And an error answer, read whole to
+ * be searched for the gateway's credential, stayed in memory as long.
  */
 import { once } from 'node:events'
 import { createServer } from 'node:http'
@@ -113,5 +114,41 @@ describe('a client that reads an object slowly but steadily', () => {
     const head = 'HTTP/1.1 200'.length
     expect(received).toBeGreaterThan(size + head)
     expect(gw.logLines().some((line) => typeof line.msg === 'string' && line.msg.startsWith('client read nothing'))).toBe(false)
+  })
+})
+
+/** An object store answering every read with a 500 of `size` bytes (an error quoting a large input). */
+async function largeErrorStore(size: number) {
+  const server = createServer((req, res) => {
+    req.resume()
+    res.writeHead(500, { 'content-type': 'application/json', 'content-length': size })
+    res.end(Buffer.alloc(size, 'e'))
+  })
+  return listenForTest(server, cleanups)
+}
+
+// Regression (platform review, session 26): an error answer is read whole to search it for the gateway's
+// credential and written past fastify with no guard: held in memory for as long as its client, reading nothing, stayed.
+describe('a client that reads nothing of a large error answer and stays connected', () => {
+  it('is let go of after client_idle_ms of reading nothing', async () => {
+    const size = 32 * 1024 * 1024
+    const gw = await cleanups.gateway({
+      auth: { users: [{ username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] }] },
+      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+      upstreams: { objects: { url: await largeErrorStore(size), auth: { bearer: 'store-token' }, timeouts: { client_idle_ms: 300 } } },
+    })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(async () => socket.destroy())
+    socket.pause()
+    const authorization = `Basic ${Buffer.from(`${ALICE.username}:${ALICE.password}`).toString('base64')}`
+    socket.write(`POST /obj/read HTTP/1.1\r\nhost: x\r\nauthorization: ${authorization}\r\ncontent-type: application/json\r\ncontent-length: ${READ.length}\r\n\r\n${READ}`)
+
+    await until(() => gw.logLines().some((line) => line.msg === 'client read nothing of its answer for client_idle_ms: connection closed' && line.backend === 'objects'), 'the client let go of', 5000)
+    let received = 0
+    socket.on('data', (data: Buffer) => (received += data.length))
+    socket.resume()
+    await once(socket, 'close')
+    expect(received).toBeGreaterThan(0)
+    expect(received).toBeLessThan(size)
   })
 })
