@@ -19,5 +19,13 @@ export function configWarnings(config: GatewayConfig): string[] {
   config.auth.users.forEach((user, i) => {
     if (user.scopes.length === 0) warnings.push(`auth.users.${i}.scopes: user "${user.username}" has no scopes, so every request with it is refused (403)`)
   })
+  // RFC 7617 allows an empty password (an upstream taking a token as the username), so not refused; more
+  // often a variable set but empty, sent as `user:` to an upstream that then refuses every request (an ops review).
+  for (const name of ['training', 'checkpoints', 'objects'] as const) {
+    const auth = config.upstreams[name]?.auth
+    if (auth !== undefined && 'basic' in auth && auth.basic.password === '') {
+      warnings.push(`upstreams.${name}.auth.basic.password: is empty, so the ${name} upstream gets a username and no password (a variable set but empty gives this; leave it only for an upstream that takes a username alone)`)
+    }
+  }
   return warnings
 }

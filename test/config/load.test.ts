@@ -818,6 +818,21 @@ ${MODEL}`
     ])
   })
 
+  // Regression (ops review, session 26): an empty bearer or username is refused, but a password set from an
+  // empty variable passed check without a word and the upstream got `user:`.
+  it('check warns of an empty Basic password for an upstream (allowed: a username alone may be the credential), and still exits 0', async () => {
+    const text = `${MODEL}
+upstreams:
+  objects: { url: "http://127.0.0.1:9", auth: { basic: { username: api, password: "\${OBJ_PASSWORD}" } } }
+  training: { url: "http://127.0.0.1:9", auth: { basic: { username: api, password: set } } }
+`
+    const run = await cli(['check', '--config', await file('empty-password.yaml', text)], { OBJ_PASSWORD: '' })
+    expect(run.code).toBe(0)
+    expect(run.stdout.split('\n').filter((line) => line.startsWith('warning:'))).toEqual([
+      'warning: upstreams.objects.auth.basic.password: is empty, so the objects upstream gets a username and no password (a variable set but empty gives this; leave it only for an upstream that takes a username alone)',
+    ])
+  })
+
   it('check exits 1 for invalid YAML, naming the file on stderr', async () => {
     const run = await cli(['check', '--config', await file('broken.yaml', 'server: [\n')])
     expect(run.code).toBe(1)
