@@ -8,6 +8,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayContext } from '../context.js'
+import type { GatewayError } from '../errors/gateway-error.js'
 import { answerTooLargeError, brokenAnswerError, causeOf, classifyUpstreamFailure, unusableAnswerError } from '../errors/upstream-errors.js'
 import type { ModelRoute } from '../routing/model-route.js'
 import { refusalToError } from '../scheduling/key-policy.js'
@@ -37,6 +38,8 @@ export interface ChatForward {
   readonly messages: ChatCompletionBody['messages']
   readonly requestId: string
   readonly priority: number
+  /** The client asked for a stream (`stream: true`). */
+  readonly stream: boolean
   /** The gateway added `include_usage` for its own accounting: hide it from the client. */
   readonly stripInjectedUsage: boolean
   readonly ticket: KeyTicket
@@ -94,15 +97,15 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
 
   // Asked for identity and compressed anyway: neither a completion nor a stream the gateway can read
   // (the relay spliced compressed bytes, and the client got a gzip label over a plain error event).
-  if (answer.statusCode === 200 && !isIdentityCoding(codingList(answer.headers['content-encoding']))) {
-    answer.call.drop()
-    settle(null)
-    reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
-    throw unusableAnswerError(`backend "${answer.backend.name}"`, null)
-  }
+  if (answer.statusCode === 200 && !isIdentityCoding(codingList(answer.headers['content-encoding']))) throw unusableAnswer(ctx, job, answer, settle)
   if (answer.statusCode === 200 && isEventStream(answer.headers['content-type'])) {
-    relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
-    return reply
+    if (job.stream) {
+      relayStream(ctx, request, reply, job, answer, settle, responseHeaders)
+      return reply
+    }
+    // A stream to a request that asked for a completion: the openai client failed parsing it as JSON
+    // (a chat review). A backend that does not do what it was asked, like one sending no completion.
+    throw unusableAnswer(ctx, job, answer, settle)
   }
   // Read whole and sent whole: its first byte (or its status) was the wait, and a long body is idle_ms's.
   answer.call.firstBytesSent()
@@ -132,18 +135,22 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
     return sendAnswer(reply, answer.statusCode, responseHeaders, searched ?? EMPTY_BODY, job.route.settings.timeouts.idle_ms)
   }
   const completion = readCompletion(body)
-  if (completion === undefined) {
-    settle(null)
-    // A success that is not a completion at all is a broken backend, not an answer to pass on.
-    reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
-    throw unusableAnswerError(`backend "${answer.backend.name}"`, null)
-  }
+  // A success that is not a completion at all is a broken backend, not an answer to pass on.
+  if (completion === undefined) throw unusableAnswer(ctx, job, answer, settle)
   settle(completion.usage ?? estimatedCompletionUsage(job.messages, completion.choices))
   ctx.monitor.reportSuccess(answer.backend)
   return sendAnswer(reply, answer.statusCode, responseHeaders, body, job.route.settings.timeouts.idle_ms)
 }
 
 const EMPTY_BODY = Buffer.alloc(0)
+
+/** A 200 that is no answer to what was asked: dropped (if still coming), charged nothing, counted against the backend; a 502 for the client. */
+function unusableAnswer(ctx: GatewayContext, job: ChatForward, answer: ChatAnswer, settle: (usage: TokenUsage | null) => void): GatewayError {
+  answer.call.drop()
+  settle(null)
+  reportBrokenAnswer(ctx, job.route, answer, 'bad_response')
+  return unusableAnswerError(`backend "${answer.backend.name}"`, null)
+}
 
 /**
  * A backend's whole answer, as it came (DESIGN.md: status, body byte for

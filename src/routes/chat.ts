@@ -61,7 +61,7 @@ async function handleChat(ctx: GatewayContext, request: FastifyRequest, reply: F
     ticket.release()
     return unlessCutOff(reply, client)
   }
-  return forwardChat(ctx, request, reply, { route, payload, bodyBytes: request.rawBody?.length ?? 0, messages: body.messages, requestId, priority, stripInjectedUsage: streamOptions !== null, ticket, affinityKey: affinity, client })
+  return forwardChat(ctx, request, reply, { route, payload, bodyBytes: request.rawBody?.length ?? 0, messages: body.messages, requestId, priority, stream: body.stream === true, stripInjectedUsage: streamOptions !== null, ticket, affinityKey: affinity, client })
 }
 
 /**

@@ -360,6 +360,29 @@ describe('a backend that answers 200 with JSON that is not a chat completion', (
   })
 })
 
+describe('a backend that answers a request for a completion with an event stream', () => {
+  // Regression (chat review, session 26): relayed as a 200 event stream, which the openai client, having asked
+  // for a completion, failed to parse as JSON.
+  it('is answered 502 upstream_bad_response, not retried by the openai client, and nothing else is affected', async () => {
+    const parts = [chunk({ role: 'assistant', content: 'Hi' }), chunk({}, 'stop'), 'data: [DONE]\n\n']
+    const f = await fixture(eventStream(parts))
+
+    const raw = await post(f.gw, { model: 'm' })
+    expect(raw.status).toBe(502)
+    expect(expectErrorBody(raw)).toMatchObject({ type: 'upstream_error', code: 'upstream_bad_response' })
+    expect(raw.headers['x-should-retry']).toBe('false')
+    const thrown = await client(f.gw)
+      .chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      )
+    expect(thrown).toMatchObject({ status: 502, code: 'upstream_bad_response' })
+
+    await expectNothingElseAffected(f, { '502': 2 }, 2)
+  })
+})
+
 describe('a backend that sends 103 Early Hints before its answer', () => {
   const earlyHints = (answer: Fault): Fault => (res) => {
     res.writeEarlyHints({ link: '</style.css>; rel=preload' }, () => answer(res))
