@@ -18,6 +18,7 @@ import { carriesContent, dataOf, inspectEvent, type TokenUsage } from './stream-
 
 const DONE_MARK = Buffer.from('[DONE]')
 const DATA_FIELD = Buffer.from('data:')
+const BLANK_LINE = Buffer.from('\n\n')
 const SPACE = 0x20
 
 /**
@@ -89,18 +90,26 @@ export class SseRelay {
     let firstContent = false
     let errorEvent: ErrorEvent | null = null
     if (this.#done) return { out, firstContent, errorEvent }
+    // The first piece is the rest of an event that outgrew the splitter's bound: it starts wherever the
+    // network cut it, and content reading `data: [DONE]` there is no end (a diff review).
+    let continuation = this.#splitter.midEvent
     const events = this.#splitter.push(chunk)
     // A lone-CR framed event goes out now, not when the backend's next bytes come (if they ever do).
     const endedAtCR = this.#splitter.takeEndedAtCR()
     if (endedAtCR !== null) events.push(endedAtCR)
-    for (const event of events) {
-      if (isDone(event)) {
+    for (let at = 0; at < events.length; at++) {
+      const event = events[at]!
+      const piece = continuation
+      continuation = false
+      if (!piece && isDone(event)) {
         // The end of the answer: it goes out, and whatever followed it in the chunk does not.
         this.#done = true
         out = appended(out, event)
+        // A [DONE] event that outgrew the bound itself: the blank line ending it is never coming.
+        if (at === events.length - 1 && this.#splitter.midEvent) out = appended(out, BLANK_LINE)
         break
       }
-      if (startsWithData(event)) {
+      if (!piece && startsWithData(event)) {
         this.#events++
         if (this.#errorEvent === null) errorEvent = this.#errorEvent = errorEventOf(event)
       }
@@ -118,8 +127,8 @@ export class SseRelay {
     if (this.#done) return null
     const rest = this.#splitter.rest()
     if (rest.length === 0) return null
-    // A bare `data: [DONE]` with no blank line after it still says the stream is whole.
-    if (isDone(rest)) this.#done = true
+    // A bare `data: [DONE]` with no blank line after it still says the stream is whole (not the rest of an oversized event).
+    if (!this.#splitter.midEvent && isDone(rest)) this.#done = true
     return rest
   }
 

@@ -122,6 +122,26 @@ describe('SseRelay', () => {
     expect(relay.events).toBe(1)
   })
 
+  // Regression (diff review, session 26): once [DONE] was looked for in events of any length, a network chunk
+  // starting at `data: [DONE]` inside an oversized event's content ended the stream there, silently cut.
+  it('does not take the rest of an oversized event, starting at `data: [DONE]` in its content, for the end', () => {
+    const relay = new SseRelay(false)
+    const head = `data: {"choices":[{"delta":{"content":"${'x'.repeat(MAX_EVENT_BYTES)}`
+    const tail = `data: [DONE] is text here${'y'.repeat(1000)}"}}]}\n\n`
+    const sent = [relay.push(Buffer.from(head)).out, relay.push(Buffer.from(tail)).out, relay.push(Buffer.from(`${tokenChunk('after')}data: [DONE]\n\n`)).out]
+    expect(relay.complete).toBe(true)
+    expect(Buffer.concat(sent.filter((b) => b !== null)).toString('utf8')).toBe(`${head}${tail}${tokenChunk('after')}data: [DONE]\n\n`)
+    expect(relay.events).toBe(2)
+  })
+
+  it('ends a [DONE] event that outgrew the bound (padding) with the blank line that will not come', () => {
+    const relay = new SseRelay(false)
+    const done = `data: [DONE]${' '.repeat(MAX_EVENT_BYTES + 10)}`
+    const { out } = relay.push(Buffer.from(done))
+    expect(relay.complete).toBe(true)
+    expect(out!.toString('utf8')).toBe(`${done}\n\n`)
+  })
+
   // Regression (audit): every piece counted as a completion token in the estimate: 200,000 keep-alive
   // comments with no output were charged 199,999 tokens, a 3 MB event about 12.
   it('counts only data events for the estimate: not comments, stray line breaks or the pieces of an oversized event', () => {
