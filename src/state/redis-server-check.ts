@@ -29,18 +29,33 @@ export function serverRefusal(error: unknown): string | null {
   return REFUSALS.exec(message)?.[1] ?? null
 }
 
-/** Why the server cannot hold the shared state, or null when it can (or cannot tell: an ACL may forbid ROLE). */
+/**
+ * Why the server cannot hold the shared state, or null when it can (or cannot tell: an ACL may forbid ROLE).
+ * Its commands are sent at once and the answers read in order (the connection keeps it): the check costs a
+ * round trip, as a PING does (two for a database other than 0). One after another it took six, so a Redis 200 ms away never passed it within
+ * its budget and stayed down (a diff review), where the README counts a merely slow Redis up.
+ */
 export async function serverProblem(client: Redis, keyPrefix: string): Promise<string | null> {
+  // First and alone (a round trip only for a database other than 0): the probe's writes must not land in
+  // database 0 when the one named is refused.
   const database = await databaseProblem(client)
   if (database !== null) return database
-  const permission = await permissionProblem(client, keyPrefix)
-  if (permission !== null) return permission
-  const role = (await client.call('ROLE')) as unknown[]
-  if (role[0] !== 'master') return 'the server at redis_url is a read-only replica: point redis_url at its primary'
-  if (!/^cluster_enabled:1\b/m.test(await client.info('cluster'))) return null
+  const permission = sent(permissionProblem(client, keyPrefix))
+  const role = sent(client.call('ROLE') as Promise<unknown[]>)
+  const clusterInfo = sent(client.info('cluster'))
+  const problem = await permission
+  if (problem !== null) return problem
+  if ((await role)[0] !== 'master') return 'the server at redis_url is a read-only replica: point redis_url at its primary'
+  if (!/^cluster_enabled:1\b/m.test(await clusterInfo)) return null
   const cluster = String(await client.call('CLUSTER', 'INFO'))
   if (/^cluster_known_nodes:1\b/m.test(cluster) && /^cluster_slots_assigned:16384\b/m.test(cluster)) return null
   return 'the server at redis_url is a Redis Cluster node that does not hold every hash slot: the gateway talks to one standalone primary and follows no MOVED reply'
+}
+
+/** A call already sent whose answer may be read later, or never (an earlier answer decided): its failure is no unhandled rejection. */
+function sent<T>(call: Promise<T>): Promise<T> {
+  call.catch(() => undefined)
+  return call
 }
 
 /**
@@ -115,10 +130,10 @@ export function isForbidden(message: string): boolean {
 async function permissionProblem(client: Redis, keyPrefix: string): Promise<string | null> {
   const keys = ['h', 'z', 'c'].map((suffix) => `${keyPrefix}{permission-probe}:${suffix}`)
   const channel = `${keyPrefix}permission-probe`
+  // Sent together, answered in order: EVALSHA finds the script EVAL loaded just before it.
+  const calls = [client.eval(PROBE, keys.length, ...keys, channel), client.evalsha(PROBE_SHA, keys.length, ...keys, channel), client.zrem(keys[1]!, 'm')].map(sent)
   try {
-    await client.eval(PROBE, keys.length, ...keys, channel)
-    await client.evalsha(PROBE_SHA, keys.length, ...keys, channel)
-    await client.zrem(keys[1]!, 'm')
+    for (const call of calls) await call
     return null
   } catch (error) {
     if (!(error instanceof Error) || error.name !== 'ReplyError') throw error

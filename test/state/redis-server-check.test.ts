@@ -18,6 +18,7 @@ import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, skipUnlessControllable, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
 import { scrapeMetric, until } from '../support/metrics.js'
 import { trackedAfterEach } from '../support/tracked.js'
+import { delayedLink } from '../support/delayed-link.js'
 
 const key = makeKey('team-a', ['chat'])
 const cleanups = trackedAfterEach()
@@ -28,7 +29,7 @@ async function redis(args?: readonly string[]): Promise<TestRedis> {
   return started
 }
 
-async function gatewayOn(redisUrl: string, keys: readonly TestKey[] = [key]): Promise<TestGateway> {
+async function gatewayOn(redisUrl: string, keys: readonly TestKey[] = [key], healthIntervalMs = 100): Promise<TestGateway> {
   const backend = await cleanups.standIn({ tokens: 2 })
   const gw = await startRedisTestGateway(
     {
@@ -37,7 +38,7 @@ async function gatewayOn(redisUrl: string, keys: readonly TestKey[] = [key]): Pr
       auth: { keys: keys.map((k) => k.entry) },
       models: [{ name: 'm', backends: [{ url: backend.url }] }],
     },
-    { healthIntervalMs: 100 },
+    { healthIntervalMs },
   )
   cleanups.push(() => gw.shutdown())
   return gw
@@ -132,6 +133,20 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
   }
 
   const reachableAgain = (gw: TestGateway) => gw.logLines().filter((line) => line.msg === 'Redis reachable again: admission uses the shared state').length
+
+  // Regression (diff review, session 26): the check ran its six commands one after another, so a Redis
+  // 200 ms away never finished it within its budget and stayed down, where a merely slow Redis counts up.
+  it('a Redis that is only far away (60 ms each way): up, its check costing about one round trip', async (context) => {
+    const server = await redis()
+    skipUnlessControllable(server, context)
+    const link = await delayedLink(server.port, 60)
+    cleanups.push(() => link.close())
+
+    // Its check and PING get 400 ms: six round trips of 120 ms would not fit.
+    const gw = await gatewayOn(`redis://127.0.0.1:${link.port}`, [key], 400)
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up', 10_000)
+    expect(gw.logLines().some((line) => line.msg?.toString().startsWith('Redis unreachable') === true)).toBe(false)
+  })
 
   // Regression (Redis review, session 26): with min-replicas-to-write and no replica, every script was
   // refused (NOREPLICAS) and every admission went local (a 2-slot backend ran 6 across three replicas),
