@@ -40,6 +40,8 @@ export class FailoverKeyLimiter implements KeyLimiter {
   readonly #heldShared = new Map<string, number>()
   /** One carry at a time: each reads the local use only after the previous one handed its part over. */
   #carrying: Promise<void> = Promise.resolve()
+  /** Times Redis answered again after an outage (each carried the local use into it). */
+  #returns = 0
 
   /** Requests of a key other generations run (slot-peers.ts): local limits count them too. */
   readonly #elsewhere: (keyId: string) => number
@@ -69,7 +71,8 @@ export class FailoverKeyLimiter implements KeyLimiter {
     // A reload during an outage: the previous generation's requests of the key count too (a chaos
     // audit saw a key at 5 against a max_concurrency of 3, its new local limiter starting from 0).
     const elsewhere = (this.#heldShared.get(keyId) ?? 0) + this.#elsewhere(keyId)
-    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, elsewhere), keyId, limits)
+    const returns = this.#returns
+    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, elsewhere), keyId, limits, returns)
     return limits.max_concurrency === undefined ? ticket : this.#trackedLocal(keyId, ticket)
   }
 
@@ -125,12 +128,18 @@ export class FailoverKeyLimiter implements KeyLimiter {
     }
   }
 
-  /** The tokens of an answer admitted locally that ends once Redis is back go to Redis directly. */
-  #chargedSharedOnceBack(ticket: KeyTicket, keyId: string, limits: KeyLimitSettings): KeyTicket {
+  /**
+   * The tokens of an answer admitted locally go where its request was counted: locally until Redis is back
+   * (then the carry took the request there, and they go to Redis directly). An admission that went local
+   * with Redis up (its call late: a slow Redis) is counted locally until the next return, like its request;
+   * its tokens went to Redis, so the local bucket never filled and a slow replica admitted past
+   * tokens_per_minute without end (a limits review: 2,094 tokens used of 100).
+   */
+  #chargedSharedOnceBack(ticket: KeyTicket, keyId: string, limits: KeyLimitSettings, returnsAtAdmission: number): KeyTicket {
     return {
       release: () => ticket.release(),
       chargeTokens: async (tokens) => {
-        if (!this.#link.up()) return ticket.chargeTokens(tokens)
+        if (!this.#link.up() || this.#returns === returnsAtAdmission) return ticket.chargeTokens(tokens)
         try {
           await this.#shared.debit(keyId, limits, { requests: 0, tokens })
         } catch (error) {
@@ -142,6 +151,7 @@ export class FailoverKeyLimiter implements KeyLimiter {
   }
 
   readonly #takeOverLocalAdmissions = (): void => {
+    this.#returns++
     for (const share of this.#heldLocally) share.releaseAdopted ??= this.#shared.adopt(share.keyId)
     this.#carrying = this.#carrying.then(() => this.#carryLocalUse())
   }

@@ -97,6 +97,28 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     ])
     expect(local.usage()).toEqual([])
   })
+
+  // Regression (limits review, session 26): with Redis up but its admission calls over budget (a slow Redis),
+  // each admission went local, its tokens went to Redis, and the local bucket, never charged, admitted every
+  // request: 2,094 tokens used against tokens_per_minute 100.
+  it('charges locally the tokens of an admission that went local while Redis was up (its call late), as its request', async () => {
+    const { shared, local, link, keys } = replica()
+    comeBack(link)
+    await keys.carried()
+    const tight = { tokens_per_minute: 100 }
+
+    const ticket = await keys.admit('k', tight)
+    await ticket.chargeTokens(100)
+    ticket.release()
+
+    expect(shared.debits).toEqual([])
+    expect(local.usage()).toEqual([{ keyId: 'k', limits: tight, requests: 0, tokens: 100 }])
+    await expect(keys.admit('k', tight)).rejects.toMatchObject({ reason: 'rate_limit_tokens' })
+    // Carried at the next return, with the requests counted alongside.
+    link.emit('up')
+    await keys.carried()
+    expect(shared.debits).toEqual([{ keyId: 'k', requests: 0, tokens: 100 }])
+  })
 })
 
 describe('FailoverKeyLimiter when Redis goes away with tickets running', () => {
