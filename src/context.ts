@@ -14,6 +14,7 @@ import { ProvenCredentials } from './auth/proven-credentials.js'
 import { CHAT_BACKEND_FAILURES, PLATFORM_UPSTREAM_FAILURES, createMetrics, zeroUpstreamErrors, type Metrics } from './metrics/registry.js'
 import { buildModelRoutes, healthKnownTo, type ModelRoute } from './routing/model-route.js'
 import { BasicUserStore } from './auth/basic.js'
+import { DerivationsBusyError } from './auth/derivation-limiter.js'
 import { UPSTREAM_NAMES, type UpstreamName } from './config/schema.js'
 import { Upstream } from './routing/upstream.js'
 import type { AdmissionObserver, AdmissionState, KeyLimiter } from './state/store.js'
@@ -131,7 +132,7 @@ export function buildContext(config: GatewayConfig, logger: Logger, overrides: C
     metrics,
     models,
     upstreams,
-    authenticators: { bearer: new BearerKeyring(config.auth.keys), proven: new ProvenCredentials(), basic: (username, password, clientGone) => users.verify(username, password, clientGone) },
+    authenticators: { bearer: new BearerKeyring(config.auth.keys), proven: new ProvenCredentials(), basic: (username, password, clientGone) => countedWhenBusy(users.verify(username, password, clientGone), metrics) },
     async close() {
       stopCountingQueues()
       monitor.stop()
@@ -155,4 +156,16 @@ function admissionMetrics(metrics: Metrics): AdmissionObserver {
     slotReleased: (model, backend) => metrics.inflightCounts.add(model, backend, -1),
     waited: (model, milliseconds) => metrics.queueWait.observe({ model }, milliseconds / 1000),
   }
+}
+
+/**
+ * A Basic check refused for the derivations already running (429 credential_checks_busy) is a request
+ * turned away under load like a full queue: counted with them, so the alert on rejections sees a flood
+ * of Basic checks (a metrics review: it was the one 429 with no reason counted).
+ */
+function countedWhenBusy<T>(check: Promise<T>, metrics: Metrics): Promise<T> {
+  return check.catch((error: unknown) => {
+    if (error instanceof DerivationsBusyError) metrics.rejections.inc({ reason: 'credential_checks_busy' })
+    throw error
+  })
 }

@@ -84,7 +84,7 @@ export function createMetrics() {
     rejections: zeroed(
       new Counter({
         name: 'sluice_rejections_total',
-        help: 'Requests turned away by admission, by reason.',
+        help: 'Requests turned away by admission, or by the bound on Basic credential checks at once, by reason.',
         labelNames: ['reason'] as const,
         registers,
       }),
@@ -144,7 +144,8 @@ const REJECTION_REASONS = [
   'concurrency',
   'priority_forbidden',
   'shutting_down',
-] as const satisfies readonly (SlotRejection | KeyRejection | 'priority_forbidden')[]
+  'credential_checks_busy',
+] as const satisfies readonly (SlotRejection | KeyRejection | 'priority_forbidden' | 'credential_checks_busy')[]
 
 /** Why an attempt at a chat backend failed (README's metrics table). */
 export const CHAT_BACKEND_FAILURES = ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream', 'error_event', 'auth_refused'] as const

@@ -13,6 +13,7 @@ import { startObjectStoreStandIn, type ObjectStoreStandIn } from '../../src/dev/
 import { startTrainingStandIn, type TrainingStandIn } from '../../src/dev/training-stand-in.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
 import { rawExchange } from '../support/raw-http.js'
+import { scrapeMetric } from '../support/metrics.js'
 
 const BASIC_CHALLENGE = 'Basic realm="sluice", charset="UTF-8"'
 const MODEL = '0b9c54f4-3a3e-4d7e-9a57-2f4a1f0e6c11'
@@ -185,6 +186,8 @@ describe('a flood of failed Basic checks', () => {
         expect(answer.retryAfter).toBe('1')
         expect(answer.body.error).toMatchObject({ type: 'rate_limit_error', code: 'credential_checks_busy', param: null })
       }
+      // Counted with the other requests turned away under load (a metrics review: the alert on them missed this flood).
+      expect(await scrapeMetric(gw.url, 'sluice_rejections_total', { reason: 'credential_checks_busy' })).toBe(refused.length)
     } finally {
       await proven.close()
     }

@@ -480,7 +480,7 @@ describe('/metrics after the mix', () => {
 
   it('sluice_rejections_total: the one rate-limited request, and nothing else', () => {
     // Every reason is at 0 from the start (zeroed-counters.test.ts).
-    const zeros = { queue_full: 0, queue_timeout: 0, rate_limit_tokens: 0, concurrency: 0, priority_forbidden: 0, shutting_down: 0 }
+    const zeros = { queue_full: 0, queue_timeout: 0, rate_limit_tokens: 0, concurrency: 0, priority_forbidden: 0, shutting_down: 0, credential_checks_busy: 0 }
     expect(series(typed, 'sluice_rejections_total', ['reason'])).toEqual({ ...zeros, rate_limit_requests: 1 })
   })
 
@@ -522,7 +522,7 @@ describe('/metrics after the mix', () => {
       status: (v) => /^[1-5]\d\d$/.test(v),
       // Admission refusals (state/store.ts, key-policy.ts) and upstream failures (upstream-errors.ts, chat-dispatch.ts, chat-stream.ts, refused-credentials.ts).
       reason: (v) =>
-        ['queue_full', 'queue_timeout', 'shutting_down', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden'].includes(v) ||
+        ['queue_full', 'queue_timeout', 'shutting_down', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden', 'credential_checks_busy'].includes(v) ||
         ['connect', 'timeout', 'reset', 'bad_response', 'status_5xx', 'mid_stream', 'error_event', 'auth_refused'].includes(v),
     }
     const histograms = new Set(typed.filter((f) => f.type === 'HISTOGRAM').map((f) => f.name))
