@@ -6,6 +6,7 @@
 import { mixedSettingsWarning } from '../auth/basic.js'
 import { parseScryptHash } from '../auth/scrypt-hash.js'
 import type { GatewayConfig } from './resolve.js'
+import { UPSTREAM_NAMES } from './schema.js'
 
 export function configWarnings(config: GatewayConfig): string[] {
   const warnings: string[] = []
@@ -21,7 +22,7 @@ export function configWarnings(config: GatewayConfig): string[] {
   })
   // RFC 7617 allows an empty password (an upstream taking a token as the username), so not refused; more
   // often a variable set but empty, sent as `user:` to an upstream that then refuses every request (an ops review).
-  for (const name of ['training', 'checkpoints', 'objects'] as const) {
+  for (const name of UPSTREAM_NAMES) {
     const auth = config.upstreams[name]?.auth
     if (auth !== undefined && 'basic' in auth && auth.basic.password === '') {
       warnings.push(`upstreams.${name}.auth.basic.password: is empty, so the ${name} upstream gets a username and no password (a variable set but empty gives this; leave it only for an upstream that takes a username alone)`)
