@@ -72,7 +72,9 @@ export class FailoverKeyLimiter implements KeyLimiter {
     // audit saw a key at 5 against a max_concurrency of 3, its new local limiter starting from 0).
     const elsewhere = (this.#heldShared.get(keyId) ?? 0) + this.#elsewhere(keyId)
     const returns = this.#returns
-    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, elsewhere), keyId, limits, returns)
+    // With Redis up, its late call ran the script: the request is counted there already (its concurrency place
+    // is given back, its request is not), so it is enforced here but never carried (a diff review).
+    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, elsewhere, this.#link.up()), keyId, limits, returns)
     return limits.max_concurrency === undefined ? ticket : this.#trackedLocal(keyId, ticket)
   }
 

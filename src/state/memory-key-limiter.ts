@@ -14,6 +14,8 @@ import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
 export interface KeyUsage extends MinuteUse {
   readonly keyId: string
   readonly limits: KeyLimitSettings
+  /** Requests also held, which another store counted already (not in `requests`; given back with them). */
+  readonly alreadyShared?: number
 }
 
 export class MemoryKeyLimiter implements KeyLimiter {
@@ -21,6 +23,8 @@ export class MemoryKeyLimiter implements KeyLimiter {
   readonly #active = new Map<string, number>()
   readonly #requests = new Map<string, Bucket>()
   readonly #tokens = new Map<string, Bucket>()
+  /** Of the requests counted, those another store counted too (an admission whose Redis call was late: see `admit`). */
+  readonly #alreadyShared = new Map<string, Bucket>()
   /** The limits each key with a bucket was last counted under (`usage` needs its per-minute figures). */
   readonly #limits = new Map<string, KeyLimitSettings>()
 
@@ -34,7 +38,8 @@ export class MemoryKeyLimiter implements KeyLimiter {
     return this.#active.get(keyId) ?? 0
   }
 
-  async admit(keyId: string, limits: KeyLimitSettings, elsewhere = 0): Promise<KeyTicket> {
+  /** `countedElsewhere`: Redis has likely counted this request already (its late call ran the script): enforced here, never carried. */
+  async admit(keyId: string, limits: KeyLimitSettings, elsewhere = 0, countedElsewhere = false): Promise<KeyTicket> {
     const now = this.#clock.now()
     const active = this.#active.get(keyId) ?? 0
     const tokens = limits.tokens_per_minute === undefined ? null : checkTokens(this.#tokens.get(keyId), limits.tokens_per_minute, now)
@@ -59,6 +64,7 @@ export class MemoryKeyLimiter implements KeyLimiter {
     if (taken !== null) {
       this.#requests.set(keyId, taken.bucket)
       this.#countedUnder(keyId, limits)
+      if (countedElsewhere) this.#alreadyShared.set(keyId, chargeTokens(this.#alreadyShared.get(keyId), limits.requests_per_minute!, 1, now))
     }
     this.#active.set(keyId, active + 1)
     return this.#ticket(keyId, limits)
@@ -76,9 +82,12 @@ export class MemoryKeyLimiter implements KeyLimiter {
     const now = this.#clock.now()
     const usage: KeyUsage[] = []
     for (const [keyId, limits] of this.#limits) {
-      const requests = limits.requests_per_minute === undefined ? 0 : usedOf(this.#requests.get(keyId), limits.requests_per_minute, now)
+      const held = limits.requests_per_minute === undefined ? 0 : usedOf(this.#requests.get(keyId), limits.requests_per_minute, now)
+      const shared = limits.requests_per_minute === undefined ? 0 : Math.min(held, usedOf(this.#alreadyShared.get(keyId), limits.requests_per_minute, now))
+      const requests = held - shared
       const tokens = limits.tokens_per_minute === undefined ? 0 : usedOf(this.#tokens.get(keyId), limits.tokens_per_minute, now)
-      if (requests > 0 || tokens > 0) usage.push({ keyId, limits, requests, tokens })
+      if (shared > 0) usage.push({ keyId, limits, requests, tokens, alreadyShared: shared })
+      else if (requests > 0 || tokens > 0) usage.push({ keyId, limits, requests, tokens })
     }
     return usage
   }
@@ -87,7 +96,9 @@ export class MemoryKeyLimiter implements KeyLimiter {
   giveBack(usage: KeyUsage): void {
     const now = this.#clock.now()
     const { requests_per_minute: rpm, tokens_per_minute: tpm } = usage.limits
-    if (rpm !== undefined && usage.requests > 0) this.#requests.set(usage.keyId, giveBack(this.#requests.get(usage.keyId), rpm, usage.requests, now))
+    const shared = usage.alreadyShared ?? 0
+    if (rpm !== undefined && usage.requests + shared > 0) this.#requests.set(usage.keyId, giveBack(this.#requests.get(usage.keyId), rpm, usage.requests + shared, now))
+    if (rpm !== undefined && shared > 0) this.#alreadyShared.set(usage.keyId, giveBack(this.#alreadyShared.get(usage.keyId), rpm, shared, now))
     if (tpm !== undefined && usage.tokens > 0) this.#tokens.set(usage.keyId, giveBack(this.#tokens.get(usage.keyId), tpm, usage.tokens, now))
   }
 

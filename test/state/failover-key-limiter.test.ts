@@ -119,6 +119,25 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     await keys.carried()
     expect(shared.debits).toEqual([{ keyId: 'k', requests: 0, tokens: 100 }])
   })
+
+  // Regression (diff review, session 26): such a request was carried too, though the late call that sent it
+  // local had counted it in Redis already: twice in Redis's minute.
+  it('does not carry the request of an admission that went local while Redis was up, but carries its tokens', async () => {
+    const { shared, local, link, keys } = replica()
+    comeBack(link)
+    await keys.carried()
+
+    const ticket = await keys.admit('k', limits)
+    await ticket.chargeTokens(50)
+    ticket.release()
+    // Counted here meanwhile: the local minute is enforced on it.
+    expect(local.usage()).toEqual([{ keyId: 'k', limits, requests: 0, tokens: 50, alreadyShared: 1 }])
+
+    link.emit('up')
+    await keys.carried()
+    expect(shared.debits).toEqual([{ keyId: 'k', requests: 0, tokens: 50 }])
+    expect(local.usage()).toEqual([])
+  })
 })
 
 describe('FailoverKeyLimiter when Redis goes away with tickets running', () => {
