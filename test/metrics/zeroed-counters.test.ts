@@ -17,7 +17,7 @@ describe('sluice_config_reloads_total', () => {
 describe('sluice_rejections_total', () => {
   it('has every reason README lists at 0 before any rejection', async () => {
     const text = await createMetrics().registry.metrics()
-    const reasons = ['queue_full', 'queue_timeout', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden', 'shutting_down']
+    const reasons = ['queue_full', 'queue_timeout', 'rate_limit_requests', 'rate_limit_tokens', 'concurrency', 'priority_forbidden', 'shutting_down', 'credential_checks_busy']
     for (const reason of reasons) expect(text).toContain(`sluice_rejections_total{reason="${reason}"} 0`)
   })
 })
