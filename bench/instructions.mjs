@@ -172,8 +172,12 @@ async function main() {
   let counts
   try {
     // Counted side by side: valgrind runs each target on one core at a time, and a count does not depend on the other's load.
-    const entries = await Promise.all(Object.entries(GATEWAY_AND_FLOOR).map(async ([name, target]) => [name, await countTarget(name, target, backend.url, outDir)]))
-    counts = Object.fromEntries(entries)
+    // Settled, not raced: when one target failed, the process exited with the other's valgrind child still
+    // running (a stray callgrind gateway outlived a failed run in session 26).
+    const settled = await Promise.allSettled(Object.entries(GATEWAY_AND_FLOOR).map(async ([name, target]) => [name, await countTarget(name, target, backend.url, outDir)]))
+    const failure = settled.find((result) => result.status === 'rejected')
+    if (failure !== undefined) throw failure.reason
+    counts = Object.fromEntries(settled.map((result) => result.value))
   } finally {
     await backend.stop()
     if (KEEP_PROFILES) console.log(`callgrind profiles kept in ${outDir}`)

@@ -44,14 +44,19 @@ async function pumpingStore() {
   return { url, blocked: blocked.promise, closed: closed.promise, finished: () => finished }
 }
 
+/** A gateway whose objects upstream is set as given (alice may read), with a chat model no test calls. */
+async function objectsGateway(objects: Record<string, unknown>) {
+  return cleanups.gateway({
+    auth: { users: [{ username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] }] },
+    models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
+    upstreams: { objects },
+  })
+}
+
 describe('a client that reads nothing of an object and stays connected', () => {
   it('is let go of after client_idle_ms of reading nothing: the upstream request aborted, not counted as its failure', async () => {
     const store = await pumpingStore()
-    const gw = await cleanups.gateway({
-      auth: { users: [{ username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] }] },
-      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
-      upstreams: { objects: { url: store.url, timeouts: { client_idle_ms: 300 } } },
-    })
+    const gw = await objectsGateway({ url: store.url, timeouts: { client_idle_ms: 300 } })
     const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
     cleanups.push(async () => socket.destroy())
     socket.pause()
@@ -93,11 +98,7 @@ async function sizedStore(size: number) {
 describe('a client that reads an object slowly but steadily', () => {
   it('gets all of it, however short the upstream first_byte_ms', async () => {
     const size = 12 * 1024 * 1024
-    const gw = await cleanups.gateway({
-      auth: { users: [{ username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] }] },
-      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
-      upstreams: { objects: { url: await sizedStore(size), timeouts: { first_byte_ms: 200 } } },
-    })
+    const gw = await objectsGateway({ url: await sizedStore(size), timeouts: { first_byte_ms: 200 } })
     const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
     cleanups.push(async () => socket.destroy())
     const authorization = `Basic ${Buffer.from(`${ALICE.username}:${ALICE.password}`).toString('base64')}`
@@ -132,11 +133,7 @@ async function largeErrorStore(size: number) {
 describe('a client that reads nothing of a large error answer and stays connected', () => {
   it('is let go of after client_idle_ms of reading nothing', async () => {
     const size = 32 * 1024 * 1024
-    const gw = await cleanups.gateway({
-      auth: { users: [{ username: ALICE.username, password_scrypt: await hashPassword(ALICE.password), scopes: ['objects'] }] },
-      models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }],
-      upstreams: { objects: { url: await largeErrorStore(size), auth: { bearer: 'store-token' }, timeouts: { client_idle_ms: 300 } } },
-    })
+    const gw = await objectsGateway({ url: await largeErrorStore(size), auth: { bearer: 'store-token' }, timeouts: { client_idle_ms: 300 } })
     const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
     cleanups.push(async () => socket.destroy())
     socket.pause()

@@ -12,7 +12,7 @@ import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import { expect, it } from 'vitest'
+import { expect, it, type TestContext } from 'vitest'
 import { makeKey, type TestGateway, type TestKey } from '../support/gateway.js'
 import { startRedisTestGateway } from '../support/redis-gateway.js'
 import { describeWithRedis, skipUnlessControllable, startTestRedis, uniquePrefix, type TestRedis } from '../support/redis-server.js'
@@ -132,6 +132,18 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
     return Number(pattern.exec(await admin.info(section))?.[1] ?? 0)
   }
 
+  /** A gateway on a server of its own, Redis up, and an admin connection to that server. */
+  async function upGatewayWithAdmin(context: TestContext): Promise<{ gw: TestGateway; admin: Redis }> {
+    const server = await redis()
+    skipUnlessControllable(server, context)
+    const gw = await gatewayOn(server.url)
+    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
+    const admin = new Redis(server.url, { lazyConnect: true })
+    cleanups.push(() => admin.quit())
+    await admin.connect()
+    return { gw, admin }
+  }
+
   const reachableAgain = (gw: TestGateway) => gw.logLines().filter((line) => line.msg === 'Redis reachable again: admission uses the shared state').length
 
   // Regression (diff review, session 26): the check ran its six commands one after another, so a Redis
@@ -152,13 +164,7 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
   // refused (NOREPLICAS) and every admission went local (a 2-slot backend ran 6 across three replicas),
   // while /readyz said Redis was up and nothing was logged.
   it('a primary that refuses writes (NOREPLICAS): down at the first refused call, and stays down until it writes again', async (context) => {
-    const server = await redis()
-    skipUnlessControllable(server, context)
-    const gw = await gatewayOn(server.url)
-    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
-    const admin = new Redis(server.url, { lazyConnect: true })
-    cleanups.push(() => admin.quit())
-    await admin.connect()
+    const { gw, admin } = await upGatewayWithAdmin(context)
 
     await admin.config('SET', 'min-replicas-to-write', '1')
     expect((await chat(gw)).status).toBe(200)
@@ -177,13 +183,7 @@ describeWithRedis('a Redis server that cannot hold the shared state', () => {
   // Regression (Redis review, session 26): under CLIENT PAUSE WRITE, the check on reconnecting timed out and
   // counted Redis up; the next PING, queued behind its blocked writes, marked it down: /readyz flapped every ~2 s.
   it('writes paused (CLIENT PAUSE WRITE): down, and stays down while the pause lasts', async (context) => {
-    const server = await redis()
-    skipUnlessControllable(server, context)
-    const gw = await gatewayOn(server.url)
-    await until(async () => (await scrapeMetric(gw.url, 'sluice_redis_up')) === 1, 'Redis up')
-    const admin = new Redis(server.url, { lazyConnect: true })
-    cleanups.push(() => admin.quit())
-    await admin.connect()
+    const { gw, admin } = await upGatewayWithAdmin(context)
 
     await admin.call('CLIENT', 'PAUSE', '30000', 'WRITE')
     cleanups.push(() => admin.call('CLIENT', 'UNPAUSE'))
