@@ -7,7 +7,7 @@
  */
 import type { KeyLimitSettings } from '../config/schema.js'
 import type { RedisLink } from './redis-link.js'
-import { RedisUnavailable } from './redis-unavailable.js'
+import { LateKeyAdmission, RedisUnavailable } from './redis-unavailable.js'
 import type { MemoryKeyLimiter } from './memory-key-limiter.js'
 import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
 
@@ -60,21 +60,25 @@ export class FailoverKeyLimiter implements KeyLimiter {
   }
 
   async admit(keyId: string, limits: KeyLimitSettings): Promise<KeyTicket> {
+    let late: LateKeyAdmission | null = null
     if (this.#link.up()) {
       try {
         const ticket = this.#chargedLocallyWhileAway(await this.#shared.admit(keyId, limits), keyId, limits)
         return limits.max_concurrency === undefined ? ticket : this.#countedHere(ticket, keyId)
       } catch (error) {
         if (!(error instanceof RedisUnavailable)) throw error
+        if (error instanceof LateKeyAdmission) late = error
       }
     }
     // A reload during an outage: the previous generation's requests of the key count too (a chaos
     // audit saw a key at 5 against a max_concurrency of 3, its new local limiter starting from 0).
     const elsewhere = (this.#heldShared.get(keyId) ?? 0) + this.#elsewhere(keyId)
     const returns = this.#returns
-    // With Redis up, its late call ran the script: the request is counted there already (its concurrency place
-    // is given back, its request is not), so it is enforced here but never carried (a diff review).
-    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, elsewhere, this.#link.up()), keyId, limits, returns)
+    const ticket = this.#chargedSharedOnceBack(await this.#local.admit(keyId, limits, elsewhere), keyId, limits, returns)
+    // A late call whose script admitted the request counted it in Redis already (its concurrency place was
+    // given back, its request not): enforced here, never carried. One that failed or was refused there is
+    // carried like any local request (a diff review: both were taken as counted).
+    void late?.countedInRedis.then((counted) => counted && this.#local.markShared(keyId, limits))
     return limits.max_concurrency === undefined ? ticket : this.#trackedLocal(keyId, ticket)
   }
 

@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../context.js'
 import type { KeyLimitSettings } from '../config/schema.js'
-import { chargeTokens, checkTokens, giveBack, takeRequest, usedOf, type Bucket } from '../scheduling/token-bucket.js'
+import { chargeTokens, checkTokens, giveBack, refill, takeRequest, usedOf, type Bucket } from '../scheduling/token-bucket.js'
 import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
 import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
 
@@ -38,8 +38,7 @@ export class MemoryKeyLimiter implements KeyLimiter {
     return this.#active.get(keyId) ?? 0
   }
 
-  /** `countedElsewhere`: Redis has likely counted this request already (its late call ran the script): enforced here, never carried. */
-  async admit(keyId: string, limits: KeyLimitSettings, elsewhere = 0, countedElsewhere = false): Promise<KeyTicket> {
+  async admit(keyId: string, limits: KeyLimitSettings, elsewhere = 0): Promise<KeyTicket> {
     const now = this.#clock.now()
     const active = this.#active.get(keyId) ?? 0
     const tokens = limits.tokens_per_minute === undefined ? null : checkTokens(this.#tokens.get(keyId), limits.tokens_per_minute, now)
@@ -48,6 +47,7 @@ export class MemoryKeyLimiter implements KeyLimiter {
     // would start again from the old use at every try (a code review: still refused after 10 minutes).
     if (taken !== null && !taken.ok) {
       this.#requests.set(keyId, taken.bucket)
+      this.#capShared(keyId, taken.bucket, limits.requests_per_minute!, now)
       // Under the limits it is now read at, or the carry into Redis drained it at the old rate (a code review).
       this.#countedUnder(keyId, limits)
     }
@@ -64,7 +64,6 @@ export class MemoryKeyLimiter implements KeyLimiter {
     if (taken !== null) {
       this.#requests.set(keyId, taken.bucket)
       this.#countedUnder(keyId, limits)
-      if (countedElsewhere) this.#alreadyShared.set(keyId, chargeTokens(this.#alreadyShared.get(keyId), limits.requests_per_minute!, 1, now))
     }
     this.#active.set(keyId, active + 1)
     return this.#ticket(keyId, limits)
@@ -75,6 +74,21 @@ export class MemoryKeyLimiter implements KeyLimiter {
     if (limits.tokens_per_minute === undefined || tokens <= 0) return
     this.#tokens.set(keyId, chargeTokens(this.#tokens.get(keyId), limits.tokens_per_minute, tokens, this.#clock.now()))
     this.#countedUnder(keyId, limits)
+  }
+
+  /** One request this limiter admitted was counted by another store too (Redis, by a late call): enforced here, never carried. */
+  markShared(keyId: string, limits: KeyLimitSettings): void {
+    const rpm = limits.requests_per_minute
+    if (rpm === undefined) return
+    const now = this.#clock.now()
+    this.#alreadyShared.set(keyId, chargeTokens(this.#alreadyShared.get(keyId), rpm, 1, now))
+    this.#capShared(keyId, refill(this.#requests.get(keyId), rpm, now), rpm, now)
+  }
+
+  /** What another store counted never exceeds what the request bucket holds (it is capped at a lowered limit): else later requests hid behind it. */
+  #capShared(keyId: string, requests: Bucket, rpm: number, now: number): void {
+    const shared = this.#alreadyShared.get(keyId)
+    if (shared !== undefined && usedOf(shared, rpm, now) > requests.used) this.#alreadyShared.set(keyId, { used: requests.used, at: now })
   }
 
   /** Every key whose buckets hold use right now. */
@@ -98,7 +112,10 @@ export class MemoryKeyLimiter implements KeyLimiter {
     const { requests_per_minute: rpm, tokens_per_minute: tpm } = usage.limits
     const shared = usage.alreadyShared ?? 0
     if (rpm !== undefined && usage.requests + shared > 0) this.#requests.set(usage.keyId, giveBack(this.#requests.get(usage.keyId), rpm, usage.requests + shared, now))
-    if (rpm !== undefined && shared > 0) this.#alreadyShared.set(usage.keyId, giveBack(this.#alreadyShared.get(usage.keyId), rpm, shared, now))
+    if (rpm !== undefined && shared > 0) {
+      this.#alreadyShared.set(usage.keyId, giveBack(this.#alreadyShared.get(usage.keyId), rpm, shared, now))
+      this.#capShared(usage.keyId, refill(this.#requests.get(usage.keyId), rpm, now), rpm, now)
+    }
     if (tpm !== undefined && usage.tokens > 0) this.#tokens.set(usage.keyId, giveBack(this.#tokens.get(usage.keyId), tpm, usage.tokens, now))
   }
 

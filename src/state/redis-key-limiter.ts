@@ -10,6 +10,7 @@ import type { KeyLimitSettings } from '../config/schema.js'
 import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
 import { keyLimitKeys, type KeyLimitKeys } from './redis-keys.js'
 import type { RedisLink } from './redis-link.js'
+import { LateKeyAdmission, RedisUnavailable } from './redis-unavailable.js'
 import { UNLIMITED_TICKET, type KeyLimiter, type KeyTicket, type MinuteUse } from './store.js'
 
 
@@ -50,11 +51,25 @@ export class RedisKeyLimiter implements KeyLimiter {
     if (concurrency !== undefined) this.#ticketed.add(keyId)
     const args = [this.#now(), concurrency ?? 0, rpm ?? 0, tpm ?? 0, ticketId, this.#link.timings.leaseTtlMs]
     const call = this.#link.run('sluiceKeyAdmit', [keys.rate, keys.active], args)
-    // A late admission is undone as far as it can be: its concurrency place is given back.
+    let counted: (inRedis: boolean) => void = () => undefined
+    const countedInRedis = new Promise<boolean>((resolve) => (counted = resolve))
+    // A late admission is undone as far as it can be: its concurrency place is given back, its request is
+    // not (the caller, admitting it locally, is told it was counted: failover-key-limiter.ts).
     const undo = (late: unknown) => {
-      if (parse(late).status === 'admitted' && concurrency !== undefined) this.#link.zrem(keys.active, ticketId).catch(() => undefined)
+      const admitted = parse(late).status === 'admitted'
+      if (admitted && concurrency !== undefined) this.#link.zrem(keys.active, ticketId).catch(() => undefined)
+      counted(admitted && rpm !== undefined)
     }
-    const reply = parse(await this.#link.budgeted(call, undo, this.#options.callBudgetMs))
+    call.catch(() => counted(false))
+    let answer: unknown
+    try {
+      answer = await this.#link.budgeted(call, undo, this.#options.callBudgetMs)
+    } catch (error) {
+      // Late, or failed: which of the two is known only once the call settles.
+      if (error instanceof RedisUnavailable) throw new LateKeyAdmission(error.message, countedInRedis)
+      throw error
+    }
+    const reply = parse(answer)
     switch (reply.status) {
       case 'admitted':
         return this.#ticket(keyId, keys, ticketId, limits)

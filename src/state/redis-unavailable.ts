@@ -5,3 +5,16 @@ export class RedisUnavailable extends Error {
     this.name = 'RedisUnavailable'
   }
 }
+
+/**
+ * A key admission that ran over its budget: whether Redis, when its answer came, had counted the request
+ * (the script admitted it) resolves later. Refused there, failed, or lost with the connection: false.
+ */
+export class LateKeyAdmission extends RedisUnavailable {
+  readonly countedInRedis: Promise<boolean>
+
+  constructor(message: string, countedInRedis: Promise<boolean>) {
+    super(message)
+    this.countedInRedis = countedInRedis
+  }
+}

@@ -10,8 +10,9 @@ import type { KeyLimitSettings } from '../../src/config/schema.js'
 import { FailoverKeyLimiter, type AdoptingKeyLimiter } from '../../src/state/failover-key-limiter.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import type { RedisLink } from '../../src/state/redis-link.js'
-import { RedisUnavailable } from '../../src/state/redis-unavailable.js'
+import { LateKeyAdmission, RedisUnavailable } from '../../src/state/redis-unavailable.js'
 import type { KeyTicket, MinuteUse } from '../../src/state/store.js'
+import { until } from '../support/metrics.js'
 
 interface Debit {
   readonly keyId: string
@@ -23,8 +24,11 @@ interface Debit {
 class RecordingSharedLimiter implements AdoptingKeyLimiter {
   readonly debits: Debit[] = []
   failDebits = false
+  /** Admissions run over budget (with Redis up), and Redis's late answer counted the request, or not; null: Redis away. */
+  lateCounted: boolean | null = null
 
   async admit(): Promise<KeyTicket> {
+    if (this.lateCounted !== null) throw new LateKeyAdmission('stand-in: over budget', Promise.resolve(this.lateCounted))
     throw new RedisUnavailable('stand-in: Redis is away')
   }
 
@@ -126,17 +130,60 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     const { shared, local, link, keys } = replica()
     comeBack(link)
     await keys.carried()
+    shared.lateCounted = true
 
     const ticket = await keys.admit('k', limits)
     await ticket.chargeTokens(50)
     ticket.release()
     // Counted here meanwhile: the local minute is enforced on it.
+    await until(() => local.usage()[0]?.alreadyShared === 1, 'the late answer counted')
     expect(local.usage()).toEqual([{ keyId: 'k', limits, requests: 0, tokens: 50, alreadyShared: 1 }])
 
     link.emit('up')
     await keys.carried()
     expect(shared.debits).toEqual([{ keyId: 'k', requests: 0, tokens: 50 }])
     expect(local.usage()).toEqual([])
+  })
+
+  // Regression (diff review, session 26): every late admission was taken as counted in Redis, though a late
+  // call that failed (BUSY, a dropped connection) or was refused there had counted nothing: lost from Redis's minute.
+  it('carries the request of a late admission Redis did not count', async () => {
+    const { shared, local, link, keys } = replica()
+    comeBack(link)
+    await keys.carried()
+    shared.lateCounted = false
+
+    ;(await keys.admit('k', limits)).release()
+    await Promise.resolve()
+    expect(local.usage()).toEqual([{ keyId: 'k', limits, requests: 1, tokens: 0 }])
+
+    link.emit('up')
+    await keys.carried()
+    expect(shared.debits).toEqual([{ keyId: 'k', requests: 1, tokens: 0 }])
+  })
+
+  // Regression (diff review, session 26): the part counted in Redis kept its use when a lowered limit capped
+  // the request bucket, and hid later outage requests from the carry.
+  it('never lets the part counted in Redis exceed what the request bucket holds (a reload lowered the limit)', async () => {
+    let now = 1_000_000
+    const shared = new RecordingSharedLimiter()
+    const local = new MemoryKeyLimiter({ now: () => now })
+    const link = fakeLink()
+    const keys = new FailoverKeyLimiter(shared, local, link)
+    comeBack(link)
+    await keys.carried()
+    shared.lateCounted = true
+    const before = { requests_per_minute: 60 }
+    for (let i = 0; i < 30; i++) (await keys.admit('k', before)).release()
+    await until(() => local.usage()[0]?.alreadyShared === 30, 'thirty counted in Redis')
+
+    const lowered = { requests_per_minute: 6 }
+    await expect(keys.admit('k', lowered)).rejects.toMatchObject({ reason: 'rate_limit_requests' })
+    now += 70_000
+    // Redis away: these count nowhere else.
+    shared.lateCounted = null
+    for (let i = 0; i < 5; i++) (await keys.admit('k', lowered)).release()
+    expect(local.usage()).toEqual([{ keyId: 'k', limits: lowered, requests: 5, tokens: 0 }])
   })
 })
 
