@@ -100,8 +100,7 @@ export class MemoryKeyLimiter implements KeyLimiter {
       const shared = limits.requests_per_minute === undefined ? 0 : Math.min(held, usedOf(this.#alreadyShared.get(keyId), limits.requests_per_minute, now))
       const requests = held - shared
       const tokens = limits.tokens_per_minute === undefined ? 0 : usedOf(this.#tokens.get(keyId), limits.tokens_per_minute, now)
-      if (shared > 0) usage.push({ keyId, limits, requests, tokens, alreadyShared: shared })
-      else if (requests > 0 || tokens > 0) usage.push({ keyId, limits, requests, tokens })
+      if (requests > 0 || tokens > 0 || shared > 0) usage.push(shared > 0 ? { keyId, limits, requests, tokens, alreadyShared: shared } : { keyId, limits, requests, tokens })
     }
     return usage
   }

@@ -32,8 +32,9 @@ export function serverRefusal(error: unknown): string | null {
 /**
  * Why the server cannot hold the shared state, or null when it can (or cannot tell: an ACL may forbid ROLE).
  * Its commands are sent at once and the answers read in order (the connection keeps it): the check costs a
- * round trip, as a PING does (two for a database other than 0). One after another it took five, so a Redis 200 ms away never passed it within
- * its budget and stayed down (a diff review), where the README counts a merely slow Redis up.
+ * round trip, as a PING does (two for a database other than 0). One after another it took five, so a Redis
+ * 200 ms away never passed it within its budget and stayed down (a diff review), where the README counts a
+ * merely slow Redis up.
  */
 export async function serverProblem(client: Redis, keyPrefix: string): Promise<string | null> {
   // First and alone (a round trip only for a database other than 0): the probe's writes must not land in

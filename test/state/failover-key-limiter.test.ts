@@ -58,9 +58,9 @@ const comeBack = (link: RedisLink) => (link as unknown as { comeBack(): void }).
 describe('FailoverKeyLimiter carrying local use into the shared store', () => {
   const limits = { requests_per_minute: 60, tokens_per_minute: 6000 }
   const clock = { now: () => 1_000_000 }
-  const replica = () => {
+  const replica = (at: { now(): number } = clock) => {
     const shared = new RecordingSharedLimiter()
-    const local = new MemoryKeyLimiter(clock)
+    const local = new MemoryKeyLimiter(at)
     const link = fakeLink()
     return { shared, local, link, keys: new FailoverKeyLimiter(shared, local, link) }
   }
@@ -166,10 +166,7 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
   // the request bucket, and hid later outage requests from the carry.
   it('never lets the part counted in Redis exceed what the request bucket holds (a reload lowered the limit)', async () => {
     let now = 1_000_000
-    const shared = new RecordingSharedLimiter()
-    const local = new MemoryKeyLimiter({ now: () => now })
-    const link = fakeLink()
-    const keys = new FailoverKeyLimiter(shared, local, link)
+    const { shared, local, link, keys } = replica({ now: () => now })
     comeBack(link)
     await keys.carried()
     shared.lateCounted = true
