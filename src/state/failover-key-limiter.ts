@@ -5,18 +5,20 @@
  * given back to the one that granted it. (failover-model-slots.ts does the
  * same for model slots.)
  */
+import type { Clock } from '../context.js'
 import type { KeyLimitSettings } from '../config/schema.js'
+import { leftOfCarry, type InDoubtCarry } from './in-doubt-carry.js'
 import type { RedisLink } from './redis-link.js'
 import { LateKeyAdmission, RedisUnavailable } from './redis-unavailable.js'
-import type { MemoryKeyLimiter } from './memory-key-limiter.js'
+import type { KeyUsage, MemoryKeyLimiter } from './memory-key-limiter.js'
 import type { KeyLimiter, KeyTicket, MinuteUse } from './store.js'
 
 /** The shared key limiter as failover uses it: limits, and taking over what was admitted locally. */
 export interface AdoptingKeyLimiter extends KeyLimiter {
   /** Counts a locally admitted share of `keyId` in the shared store until the returned release is called. */
   adopt(keyId: string): () => void
-  /** Counts requests and tokens against the key's shared per-minute limits; rejects with RedisUnavailable. */
-  debit(keyId: string, limits: KeyLimitSettings, use: MinuteUse): Promise<void>
+  /** Counts requests and tokens against the key's shared per-minute limits (a carry's id: counted once); rejects with RedisUnavailable. */
+  debit(keyId: string, limits: KeyLimitSettings, use: MinuteUse, carryId?: string): Promise<void>
 }
 
 /** A concurrency share admitted on local limits and still held; `release` of its shared ticket once adopted. */
@@ -43,13 +45,18 @@ export class FailoverKeyLimiter implements KeyLimiter {
   /** Times Redis answered again after an outage (each carried the local use into it). */
   #returns = 0
 
+  /** Per key, a carry sent whose answer never came: sent again, under its id, before newer use is. */
+  readonly #inDoubt = new Map<string, InDoubtCarry>()
+  readonly #clock: Clock
   /** Requests of a key other generations run (slot-peers.ts): local limits count them too. */
   readonly #elsewhere: (keyId: string) => number
 
-  constructor(shared: AdoptingKeyLimiter, local: MemoryKeyLimiter, link: RedisLink, elsewhere: (keyId: string) => number = () => 0) {
+  /** `clock`: the local limiter's (in-doubt carries are drained by the time since they were read). */
+  constructor(shared: AdoptingKeyLimiter, local: MemoryKeyLimiter, link: RedisLink, clock: Clock, elsewhere: (keyId: string) => number = () => 0) {
     this.#shared = shared
     this.#local = local
     this.#link = link
+    this.#clock = clock
     this.#elsewhere = elsewhere
     link.on('up', this.#takeOverLocalAdmissions)
   }
@@ -162,16 +169,33 @@ export class FailoverKeyLimiter implements KeyLimiter {
     this.#carrying = this.#carrying.then(() => this.#carryLocalUse())
   }
 
-  /** A key's use is given back locally only once Redis has counted it; a failed carry waits for the next return. */
+  /**
+   * A key's use is given back locally only once Redis has counted it. A carry whose answer never came stays
+   * local and in doubt: the next return sends what is left of it again under its id first (Redis counts it
+   * once), then the key's newer use. Sent whole again, a carry Redis had counted was counted twice (a
+   * slow-link review: 100 tokens of an outage debited twice, the key refused early).
+   */
   async #carryLocalUse(): Promise<void> {
-    const carries = this.#local.usage().map(async (use) => {
-      try {
-        await this.#shared.debit(use.keyId, use.limits, use)
-        this.#local.giveBack(use)
-      } catch {
-        // Still counted locally: the next time Redis is back carries it.
-      }
-    })
-    await Promise.all(carries)
+    await Promise.all([...this.#inDoubt.values()].map((carry) => this.#settle(carry)))
+    const carries = this.#local.usage().filter((use) => !this.#inDoubt.has(use.keyId))
+    await Promise.all(carries.map((use) => this.#carry(use, { id: this.#link.newId(), use, readAt: this.#clock.now() })))
+  }
+
+  /** An in-doubt carry sent again, for what a minute has not refilled of it; failing, it stays in doubt as it was. */
+  async #settle(carry: InDoubtCarry): Promise<void> {
+    const left = leftOfCarry(carry, this.#clock.now())
+    if (left === null) this.#inDoubt.delete(carry.use.keyId)
+    else await this.#carry(left, carry)
+  }
+
+  async #carry(use: KeyUsage, carry: InDoubtCarry): Promise<void> {
+    try {
+      await this.#shared.debit(use.keyId, use.limits, use, carry.id)
+      this.#inDoubt.delete(use.keyId)
+      this.#local.giveBack(use)
+    } catch {
+      // Still counted locally, and perhaps in Redis too: the next return sends it again under the same id.
+      this.#inDoubt.set(use.keyId, carry)
+    }
   }
 }

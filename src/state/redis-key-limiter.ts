@@ -8,7 +8,8 @@
 import type { Clock } from '../context.js'
 import type { KeyLimitSettings } from '../config/schema.js'
 import { concurrencyRefusal, requestsRefusal, tokensRefusal } from './key-refusals.js'
-import { keyLimitKeys, type KeyLimitKeys } from './redis-keys.js'
+import { carryMemoryMs } from './in-doubt-carry.js'
+import { keyCarryMarker, keyLimitKeys, type KeyLimitKeys } from './redis-keys.js'
 import type { RedisLink } from './redis-link.js'
 import { LateKeyAdmission, RedisUnavailable } from './redis-unavailable.js'
 import { UNLIMITED_TICKET, type KeyLimiter, type KeyTicket, type MinuteUse } from './store.js'
@@ -100,15 +101,19 @@ export class RedisKeyLimiter implements KeyLimiter {
 
   /**
    * Counts use against the key's per-minute buckets: an answer's tokens, or
-   * what this replica admitted on local limits while Redis was away.
-   * Rejects with RedisUnavailable.
+   * what this replica admitted on local limits while Redis was away (a
+   * carry: `carryId` given, Redis counts each id once, so a carry whose
+   * answer was lost can be sent again). Rejects with RedisUnavailable.
    */
-  async debit(keyId: string, limits: KeyLimitSettings, use: MinuteUse): Promise<void> {
+  async debit(keyId: string, limits: KeyLimitSettings, use: MinuteUse, carryId?: string): Promise<void> {
     const rpm = limits.requests_per_minute ?? 0
     const tpm = limits.tokens_per_minute ?? 0
     if (!((rpm > 0 && use.requests > 0) || (tpm > 0 && use.tokens > 0))) return
-    const keys = keyLimitKeys(this.#link.keyPrefix, keyId)
-    await this.#link.run('sluiceKeyDebit', [keys.rate, keys.active], [this.#now(), rpm, tpm, use.requests, use.tokens])
+    const prefix = this.#link.keyPrefix
+    const keys = keyLimitKeys(prefix, keyId)
+    const args = [this.#now(), rpm, tpm, use.requests, use.tokens]
+    if (carryId === undefined) await this.#link.run('sluiceKeyDebit', [keys.rate, keys.active], args)
+    else await this.#link.run('sluiceKeyDebit', [keys.rate, keys.active, keyCarryMarker(prefix, keyId, carryId)], [...args, carryMemoryMs(limits, use)])
   }
 
   /** Stops the renewal timer (the connection is closed after this). */

@@ -72,6 +72,11 @@ export function keyLimitKeys(prefix: string, keyId: string): KeyLimitKeys {
   return { rate: `${base}rate`, active: `${base}active` }
 }
 
+/** A carry's marker (lua/key-scripts.ts DEBIT): present while Redis remembers having counted that carry. */
+export function keyCarryMarker(prefix: string, keyId: string, carryId: string): string {
+  return `${prefix}{k:${tagSafe(keyId)}}:carry:${carryId}`
+}
+
 /** Where a replica hears about grants and evictions of its own waiters. */
 export function replicaChannel(prefix: string, replicaId: string): string {
   return `${prefix}replica:${replicaId}`

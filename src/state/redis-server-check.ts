@@ -104,9 +104,12 @@ redis.call('ZRANGE', z, 0, -1)
 redis.call('ZRANGEBYSCORE', z, '-inf', '+inf')
 redis.call('ZREMRANGEBYSCORE', z, '-inf', '-inf')
 redis.call('ZREM', z, 'm')
+redis.call('EXISTS', c)
+redis.call('SET', c, '0', 'NX', 'PX', 1)
 redis.call('INCR', c)
 redis.call('PTTL', c)
 redis.call('PEXPIRE', c, 1)
+redis.call('DEL', c)
 redis.call('PUBLISH', ARGV[1], '')
 return 1
 `
@@ -142,6 +145,6 @@ async function permissionProblem(client: Redis, keyPrefix: string): Promise<stri
     if (WRITE_REFUSALS.test(error.message)) return `the server at redis_url refuses writes (${reply}): the shared state cannot be kept there until it takes them again`
     // A read-only replica refuses the writes too: the role check says that better.
     if (!isForbidden(error.message)) return null
-    return `the user in redis_url may not do what the shared state needs (${reply}): grant it EVAL, EVALSHA, ZREM, the hash, sorted set and string commands on keys matching ${keyPrefix}* and PUBLISH to channels matching ${keyPrefix}* (README, Shared state)`
+    return `the user in redis_url may not do what the shared state needs (${reply}): grant it EVAL, EVALSHA, ZREM, the hash, sorted set and string commands, EXISTS, DEL, PTTL and PEXPIRE on keys matching ${keyPrefix}* and PUBLISH to channels matching ${keyPrefix}* (README, Shared state)`
   }
 }

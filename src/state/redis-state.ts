@@ -43,7 +43,7 @@ export function buildRedisState(config: GatewayConfig, deps: AdmissionDeps): Adm
   return {
     slots,
     healthBoard,
-    keys: new FailoverKeyLimiter(sharedKeys, new MemoryKeyLimiter(clock), link, (keyId) => peers.keyHeld(keyId)),
+    keys: new FailoverKeyLimiter(sharedKeys, new MemoryKeyLimiter(clock), link, clock, (keyId) => peers.keyHeld(keyId)),
     reachable: () => link.up(),
     whenReachable: (withinMs) => untilUp(link, withinMs),
     close() {

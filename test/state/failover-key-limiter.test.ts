@@ -20,10 +20,13 @@ interface Debit {
   readonly tokens: number
 }
 
-/** A shared limiter that is unreachable for admissions and counts the debits it is sent. */
+/** A shared limiter that is unreachable for admissions and counts the debits it is sent, each carry id once, as Redis does. */
 class RecordingSharedLimiter implements AdoptingKeyLimiter {
   readonly debits: Debit[] = []
+  readonly #carries = new Set<string>()
   failDebits = false
+  /** Debits are counted but their answers lost (the link dropped between the two). */
+  loseAnswers = false
   /** Admissions run over budget (with Redis up), and Redis's late answer counted the request, or not; null: Redis away. */
   lateCounted: boolean | null = null
 
@@ -36,16 +39,21 @@ class RecordingSharedLimiter implements AdoptingKeyLimiter {
     return () => undefined
   }
 
-  async debit(keyId: string, _limits: KeyLimitSettings, use: MinuteUse): Promise<void> {
+  async debit(keyId: string, _limits: KeyLimitSettings, use: MinuteUse, carryId?: string): Promise<void> {
     if (this.failDebits) throw new RedisUnavailable('stand-in: Redis went away again')
+    if (carryId !== undefined && this.#carries.has(carryId)) return
+    if (carryId !== undefined) this.#carries.add(carryId)
     this.debits.push({ keyId, requests: use.requests, tokens: use.tokens })
+    if (this.loseAnswers) throw new RedisUnavailable('stand-in: the answer was lost with the connection')
   }
 }
 
 function fakeLink(): RedisLink & EventEmitter {
   let up = false
+  let serial = 0
   return Object.assign(new EventEmitter(), {
     up: () => up,
+    newId: () => `replica/${++serial}`,
     comeBack(this: EventEmitter) {
       up = true
       this.emit('up')
@@ -62,7 +70,7 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     const shared = new RecordingSharedLimiter()
     const local = new MemoryKeyLimiter(at)
     const link = fakeLink()
-    return { shared, local, link, keys: new FailoverKeyLimiter(shared, local, link) }
+    return { shared, local, link, keys: new FailoverKeyLimiter(shared, local, link, at) }
   }
 
   it('keeps what a failed carry did not hand over, and hands it over on the next return, once', async () => {
@@ -83,6 +91,53 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     link.emit('up')
     await keys.carried()
     expect(shared.debits).toEqual([{ keyId: 'k', requests: 2, tokens: 500 }])
+    expect(local.usage()).toEqual([])
+  })
+
+  // Regression (slow-link review, session 26): a carry Redis counted but whose answer the dropped link lost
+  // was sent whole again at the next return: the outage's 100 tokens counted twice, the key refused early.
+  it('counts a carry whose answer was lost once, however often it is sent again', async () => {
+    const { shared, local, link, keys } = replica()
+    const ticket = await keys.admit('k', limits)
+    await ticket.chargeTokens(100)
+    ticket.release()
+
+    shared.loseAnswers = true
+    comeBack(link)
+    await keys.carried()
+    expect(local.usage()).toEqual([{ keyId: 'k', limits, requests: 1, tokens: 100 }])
+    link.emit('up')
+    await keys.carried()
+    shared.loseAnswers = false
+    link.emit('up')
+    await keys.carried()
+
+    expect(shared.debits).toEqual([{ keyId: 'k', requests: 1, tokens: 100 }])
+    expect(local.usage()).toEqual([])
+  })
+
+  it('sends again only what a minute has not refilled of a carry in doubt, then the newer use apart', async () => {
+    let now = 1_000_000
+    const { shared, local, link, keys } = replica({ now: () => now })
+    for (let i = 0; i < 2; i++) (await keys.admit('k', limits)).release()
+    const answer = await keys.admit('k', limits)
+    await answer.chargeTokens(500)
+    answer.release()
+    shared.failDebits = true
+    comeBack(link)
+    await keys.carried()
+
+    // Two seconds refill 2 requests and 200 tokens of the carry read then; one more request is newer.
+    now += 2000
+    ;(await keys.admit('k', limits)).release()
+    shared.failDebits = false
+    link.emit('up')
+    await keys.carried()
+
+    expect(shared.debits).toEqual([
+      { keyId: 'k', requests: 1, tokens: 300 },
+      { keyId: 'k', requests: 1, tokens: 0 },
+    ])
     expect(local.usage()).toEqual([])
   })
 
@@ -200,7 +255,8 @@ describe('FailoverKeyLimiter when Redis goes away with tickets running', () => {
       adopt: () => () => undefined,
       debit: async () => undefined,
     }
-    const keys = new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => 1_000_000 }), link)
+    const clock = { now: () => 1_000_000 }
+    const keys = new FailoverKeyLimiter(shared, new MemoryKeyLimiter(clock), link, clock)
     const limits = { max_concurrency: 1 }
 
     const throughRedis = await keys.admit('k', limits)

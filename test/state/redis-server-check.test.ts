@@ -223,6 +223,8 @@ describeWithRedis('a Redis user the ACL does not allow what the shared state nee
     // Redis 7 gives a new user no channels: the scripts' PUBLISH fails with an ERR, not a NOPERM (a code review).
     { name: 'no channels', rules: ['~*', 'resetchannels', '+@all'] },
     { name: 'no ZREM, which the gateway also sends itself', rules: ['~*', '&*', '+@all', '-zrem'] },
+    { name: 'no SET, which marks a carry counted', rules: ['~*', '&*', '+@all', '-set'] },
+    { name: 'no DEL, which a model queue’s reset needs', rules: ['~*', '&*', '+@all', '-del'] },
   ])('$name: Redis down from the start, saying so, and served on local limits', async ({ rules }, context) => {
     const probe = await redis()
     skipUnlessControllable(probe, context)

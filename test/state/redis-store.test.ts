@@ -18,7 +18,7 @@ import { FailoverKeyLimiter } from '../../src/state/failover-key-limiter.js'
 import { FailoverModelSlots } from '../../src/state/failover-model-slots.js'
 import { MemoryKeyLimiter } from '../../src/state/memory-key-limiter.js'
 import { RedisKeyLimiter } from '../../src/state/redis-key-limiter.js'
-import { keyLimitKeys, modelKeys, priorityPrefix, replicaChannel, type ModelKeys } from '../../src/state/redis-keys.js'
+import { keyCarryMarker, keyLimitKeys, modelKeys, priorityPrefix, replicaChannel, type ModelKeys } from '../../src/state/redis-keys.js'
 import { RedisLink, type RedisTimings } from '../../src/state/redis-link.js'
 import { RedisModelSlots } from '../../src/state/redis-slots.js'
 import { SlotCalls } from '../../src/state/redis-slot-calls.js'
@@ -720,7 +720,8 @@ describeWithRedis('Redis store', () => {
       const link = await openLink(prefix, hanging)
       const shared = new RedisKeyLimiter(link)
       disposables.push(shared)
-      const keys = new FailoverKeyLimiter(shared, new MemoryKeyLimiter({ now: () => Date.now() }), link)
+      const clock = { now: () => Date.now() }
+      const keys = new FailoverKeyLimiter(shared, new MemoryKeyLimiter(clock), link, clock)
       const limits = { max_concurrency: 2 }
       await throughAHang(link, () => keys.admit('k', limits))
       const active = keyLimitKeys(prefix, 'k').active
@@ -921,6 +922,28 @@ describeWithRedis('Redis store', () => {
     })
   })
 
+  // Regression (slow-link review, session 26): a carry Redis counted but whose answer was lost was counted
+  // again when sent again; now its id, remembered until what it carried has drained, makes a repeat count nothing.
+  it('counts a carry sent again under its id once, and remembers the id until what it carried has drained', async () => {
+    const prefix = uniquePrefix('carry-id')
+    const limiter = new RedisKeyLimiter(await openLink(prefix), { clock: { now: () => 5_000_000 } })
+    disposables.push(limiter)
+    const limits = { requests_per_minute: 60, tokens_per_minute: 1000 }
+    const rate = keyLimitKeys(prefix, 'k').rate
+    await limiter.debit('k', limits, { requests: 2, tokens: 500 }, 'replica/7')
+    await limiter.debit('k', limits, { requests: 2, tokens: 500 }, 'replica/7')
+    await withProbe(async (probe) => {
+      expect([Number(await probe.hget(rate, 'ru')), Number(await probe.hget(rate, 'tu'))]).toEqual([2, 500])
+      // 500 tokens at 1,000 a minute drain in 30 s; remembered a minute longer.
+      const remembered = await probe.pttl(keyCarryMarker(prefix, 'k', 'replica/7'))
+      expect(remembered).toBeGreaterThan(60_000)
+      expect(remembered).toBeLessThanOrEqual(90_000)
+      await limiter.debit('k', limits, { requests: 1, tokens: 100 }, 'replica/8')
+      await limiter.debit('k', limits, { requests: 1, tokens: 100 })
+      expect([Number(await probe.hget(rate, 'ru')), Number(await probe.hget(rate, 'tu'))]).toEqual([4, 700])
+    })
+  })
+
   it('priority prefixes sort as numbers, clamped to the safe integer range', () => {
     const priorities = [-Number.MAX_SAFE_INTEGER * 4, -1e15, -3, -1, 0, 1, 2, 15, 16, 1e15, Number.MAX_SAFE_INTEGER, 1e300]
     const prefixes = priorities.map(priorityPrefix)
@@ -944,8 +967,9 @@ async function twoReplicas<T>(prefix: string, build: (link: RedisLink) => T): Pr
 function failoverKeyLimiter(link: RedisLink): { keys: FailoverKeyLimiter; local: MemoryKeyLimiter } {
   const shared = new RedisKeyLimiter(link, { callBudgetMs: 2000 })
   disposables.push(shared)
-  const local = new MemoryKeyLimiter({ now: () => Date.now() })
-  return { keys: new FailoverKeyLimiter(shared, local, link), local }
+  const clock = { now: () => Date.now() }
+  const local = new MemoryKeyLimiter(clock)
+  return { keys: new FailoverKeyLimiter(shared, local, link, clock), local }
 }
 
 /** Runs `body` with a connection of its own for looking at Redis directly. */

@@ -88,10 +88,13 @@ return cjson.encode({ status = 'admitted' })
 
 /**
  * ARGV: now, requests per minute, tokens per minute (0 = no limit), requests,
- * tokens. Counts use against the buckets: an answer's tokens when it ends,
- * and what a replica admitted on its local limits while Redis was away.
+ * tokens, and for a carry the ms its id is remembered. Counts use against the
+ * buckets: an answer's tokens when it ends, and what a replica admitted on its
+ * local limits while Redis was away. KEYS[3], a carry's marker, makes a carry
+ * sent again (its first answer lost) count once: 'repeat' counts nothing.
  */
 const DEBIT = `
+if KEYS[3] and not redis.call('SET', KEYS[3], '1', 'NX', 'PX', tonumber(ARGV[6])) then return 'repeat' end
 local rpm, tpm = tonumber(ARGV[2]), tonumber(ARGV[3])
 local requests, tokens = tonumber(ARGV[4]), tonumber(ARGV[5])
 if rpm > 0 and requests > 0 then
