@@ -133,6 +133,20 @@ describe('hash-password', () => {
     await expect(users.verify('alice', 'ütf-8:pw')).resolves.toMatchObject({ id: 'alice' })
     await expect(users.verify('alice', 'utf-8:pw')).resolves.toBeNull()
   })
+
+  // Regression (auth review, session 27): the gateway refuses Basic credentials that are not UTF-8 or hold a
+  // control character, but hash-password hashed them: a tab made a hash nothing matched, and a Latin-1 byte
+  // became U+FFFD, a hash of another password than the one typed.
+  it.each([
+    ['a tab', Buffer.from('pw\tabc\n'), /control character/],
+    ['a Latin-1 byte', Buffer.from([0x70, 0x77, 0x2d, 0xe9, 0x0a]), /not UTF-8/],
+    ['a second line', Buffer.from('pw\nmore\n'), /control character/],
+  ])('refuses a password with %s, printing no hash', async (_name, input, message) => {
+    const result = await run('hash-password', input)
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(message)
+  })
 })
 
 describe('empty input', () => {
