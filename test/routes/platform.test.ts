@@ -288,7 +288,7 @@ describe('training job validation: 400 naming the field, nothing forwarded', () 
     expect(training.received.length).toBe(before)
   })
 
-  it.each(['2024-05-01T10:00:00', '2024-05-01T10:00:00.123456', '2024-05-01T10:00:00Z', '2024-05-01T10:00:00+02:00', '2024-05-01t10:00:00z', '2024-05-01 10:00:00'])(
+  it.each(['2024-05-01T10:00:00', '2024-05-01T10:00:00.123456', '2024-05-01T10:00:00Z', '2024-05-01T10:00:00+02:00', '2024-05-01t10:00:00z', '2024-05-01 10:00:00', '2024-05-01T10:00:00.1234567890Z', '2024-05-01T10:00:00,5Z'])(
     'start_time %s (ISO 8601, timezone optional) is accepted and forwarded',
     async (startTime) => {
       const text = JSON.stringify(jobWithTrajectory({ start_time: startTime }))
