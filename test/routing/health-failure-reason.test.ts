@@ -30,7 +30,9 @@ it('names the URL checked and the status it answered', async () => {
 
 it('names the connection error when the server is gone', async () => {
   const backend = await vanishingBackend(cleanups)
-  const gw = await cleanups.gateway({ models: [{ name: 'm', health: { interval_ms: 100, unhealthy_after: 1 }, backends: [{ url: backend.url, name: 'b1' }] }] })
+  // A check's budget is its interval: at 100 ms, a loaded host's stalled loop once read the refusal as a
+  // timeout (a full run beside four reviews, session 27).
+  const gw = await cleanups.gateway({ models: [{ name: 'm', health: { interval_ms: 500, unhealthy_after: 1 }, backends: [{ url: backend.url, name: 'b1' }] }] })
   await vanishOnceConfirmed(gw.url, 'm', { b1: backend })
   await until(() => downLines(gw.logLines()).length === 1, 'the backend down line')
   // Refused, or reset when a check's connection was still in the listener's backlog as it closed
