@@ -62,24 +62,55 @@ function unicodeEscape(char: string): string {
   return `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
 }
 
-/** `body` with every occurrence of each secret replaced by `[redacted]`; the same buffer when none occurs. */
+/**
+ * A text in each encoding an answer's body may be written in: UTF-8 (and so
+ * ASCII and the ISO 8859 sets for an ASCII secret), UTF-16 in either byte
+ * order (an upstream declaring `charset=utf-16le`, or a BOM, quoted the
+ * credential past a search for its UTF-8 bytes: an auth review), and
+ * Latin-1 for a secret whose characters beyond ASCII it has.
+ */
+function encodings(text: string): Buffer[] {
+  const littleEndian = Buffer.from(text, 'utf16le')
+  const found = [Buffer.from(text, 'utf8'), littleEndian, Buffer.from(littleEndian).swap16()]
+  // eslint-disable-next-line no-control-regex
+  return /^[\u0000-\u00ff]*$/.test(text) && /[\u0080-\u00ff]/.test(text) ? [...found, Buffer.from(text, 'latin1')] : found
+}
+
+const REDACTED_ENCODINGS = encodings(REDACTED_TEXT)
+
+/** `body` with every occurrence of `needle` replaced by `replacement`; the same buffer when none occurs. */
+function replacedAll(body: Buffer, needle: Buffer, replacement: Buffer): Buffer {
+  if (body.indexOf(needle) < 0) return body
+  const parts: Buffer[] = []
+  let from = 0
+  for (let at = body.indexOf(needle); at >= 0; at = body.indexOf(needle, from)) {
+    parts.push(body.subarray(from, at), replacement)
+    from = at + needle.length
+  }
+  parts.push(body.subarray(from))
+  return Buffer.concat(parts)
+}
+
+/** `body` with every occurrence of each secret, in each encoding, replaced by `[redacted]` in that encoding; the same buffer when none occurs. */
 export function withoutEchoedSecrets(body: Buffer, secrets: readonly string[]): Buffer {
   let out = body
   for (const secret of secrets) {
     // An empty or one-character "secret" would match everywhere: nothing that short is a credential.
     if (secret.length < 2) continue
-    const needle = Buffer.from(secret, 'utf8')
-    if (out.indexOf(needle) < 0) continue
-    const parts: Buffer[] = []
-    let from = 0
-    for (let at = out.indexOf(needle); at >= 0; at = out.indexOf(needle, from)) {
-      parts.push(out.subarray(from, at), REDACTED)
-      from = at + needle.length
-    }
-    parts.push(out.subarray(from))
-    out = Buffer.concat(parts)
+    // Latin-1's [redacted] is its UTF-8 one.
+    encodings(secret).forEach((needle, i) => (out = replacedAll(out, needle, REDACTED_ENCODINGS[i] ?? REDACTED)))
   }
   return out
+}
+
+/** Charsets in which an ASCII secret is written neither as its own bytes nor as UTF-16: a body in one cannot be searched. */
+const UNSEARCHABLE_CHARSET = /^(?:utf-?32(?:le|be)?|ucs-?4|utf-?7|cp0?37|ibm0?37|ebcdic.*)$/i
+
+/** Whether a Content-Type names a charset whose bytes a search for the secret would miss. */
+function unsearchableCharset(contentType: string | string[] | undefined): boolean {
+  const type = Array.isArray(contentType) ? contentType.join(',') : contentType
+  const charset = type === undefined ? undefined : /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(type)?.[1]
+  return charset !== undefined && UNSEARCHABLE_CHARSET.test(charset)
 }
 
 /** Header values with every occurrence of each secret replaced by `[redacted]`, in place (`headers` is the answer's own copy). */
@@ -98,18 +129,23 @@ export function withoutEchoedSecretsInHeaders(headers: HeaderMap, secrets: reado
 }
 
 /** The warn line for an answer whose body searchedAnswerBody could not search. */
-export const UNSEARCHABLE_ANSWER = 'an error or redirect answer in a coding the gateway cannot read was sent without its body: it could not be searched for the gateway credential'
+export const UNSEARCHABLE_ANSWER = 'an error or redirect answer in a coding or charset the gateway cannot read was sent without its body: it could not be searched for the gateway credential'
 
 /**
  * An answer's body to send with the secrets cut out, searched decoded when
  * it came compressed (content-coding.ts): sent decoded, its
  * `Content-Encoding` dropped from `headers`, only when something was cut.
  * Null when it cannot be decoded (a coding never offered, broken bytes, more
- * than `limitBytes` decoded), so cannot be searched: the caller sends the
+ * than `limitBytes` decoded) or is in a charset a search misses (UTF-32,
+ * UTF-7, EBCDIC), so cannot be searched: the caller sends the
  * status alone (`headers` then names no coding) and says so in a warn line.
  */
 export function searchedAnswerBody(body: Buffer, headers: HeaderMap, secrets: readonly string[], limitBytes: number): Buffer | null {
   if (secrets.length === 0) return body
+  if (unsearchableCharset(headers['content-type'])) {
+    delete headers['content-encoding']
+    return null
+  }
   const list = codingList(headers['content-encoding'])
   if (isIdentityCoding(list)) return withoutEchoedSecrets(body, secrets)
   const decoded = decodedBody(body, list!, limitBytes)

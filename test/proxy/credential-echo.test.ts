@@ -58,3 +58,20 @@ describe('echoForms', () => {
     expect(withoutEchoedSecrets(body, echoForms(['k/+ü'])).toString()).toBe('{"a":"[redacted]","b":"[redacted]","c":"[redacted]"}')
   })
 })
+
+describe('withoutEchoedSecrets in other encodings', () => {
+  it('replaces a secret written in UTF-16 (either byte order) and Latin-1 with [redacted] in the same encoding', () => {
+    const secret = 'pässwörd'
+    const le = (text: string) => Buffer.from(text, 'utf16le')
+    const be = (text: string) => Buffer.from(text, 'utf16le').swap16()
+    const latin1 = (text: string) => Buffer.from(text, 'latin1')
+    for (const encode of [le, be, latin1]) {
+      expect(withoutEchoedSecrets(encode(`key ${secret}!`), [secret]).equals(encode('key [redacted]!'))).toBe(true)
+    }
+  })
+
+  it('has no Latin-1 form for a secret with characters beyond it', () => {
+    const body = Buffer.from('pä¬ss', 'latin1')
+    expect(withoutEchoedSecrets(body, ['pä€ss'])).toBe(body)
+  })
+})

@@ -236,3 +236,49 @@ describe('an error answer that quotes the gateway credential in another form or 
     expect(answer.text).toBe('{"error":{"message":"Incorrect API key provided: Bearer [redacted]"}}')
   })
 })
+
+/** Answers every request 401 with a JSON error quoting the Authorization it received, as `encode` writes the text, under `contentType`. */
+async function encodingUpstream(contentType: string, encode: (text: string) => Buffer): Promise<string> {
+  const server = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      const bytes = encode(`{"error":{"message":"bad key ${req.headers.authorization ?? ''}"}}`)
+      res.writeHead(401, { 'content-type': contentType, 'content-length': bytes.length }).end(bytes)
+    })
+  })
+  return listenForTest(server, cleanups)
+}
+
+const utf16be = (text: string) => Buffer.from(text, 'utf16le').swap16()
+
+// Regression (auth review, session 27): a body in UTF-16 was searched for the credential's UTF-8 bytes only,
+// so an upstream answering in charset=utf-16le quoted the gateway's token to the client on every route.
+describe('an error answer that quotes the gateway credential in another charset', () => {
+  it.each([
+    ['utf-16le', 'application/json; charset=utf-16le', (text: string) => Buffer.from(text, 'utf16le'), (body: Buffer) => body.toString('utf16le')],
+    ['utf-16 big-endian with a BOM', 'application/json; charset=utf-16', (text: string) => utf16be(`\ufeff${text}`), (body: Buffer) => utf16be(body.toString('latin1')).toString('latin1')],
+  ])('%s: replaced in that encoding, the rest of the body kept', async (_name, contentType, encode, decode) => {
+    const gw = await gatewayFor(await encodingUpstream(contentType, encode))
+    const answer = await exactRequest(gw.url, { method: 'GET', path: checkpointsPath, headers: { authorization: `Bearer ${key.token}` }, timeoutMs: 5000 })
+    expect(answer.status).toBe(401)
+    expect(answer.headers['content-type']).toBe(contentType)
+    expect(answer.body.equals(encode('{"error":{"message":"bad key Bearer [redacted]"}}'))).toBe(true)
+    expect(decode(answer.body)).not.toContain('TOKEN')
+  })
+
+  it('chat, in UTF-16: the backend api_key is replaced', async () => {
+    const gw = await gatewayFor(await encodingUpstream('application/json; charset=UTF-16LE', (text) => Buffer.from(text, 'utf16le')))
+    const answer = await post(gw, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    expect(answer.status).toBe(401)
+    expect(answer.body.toString('utf16le')).toBe('{"error":{"message":"bad key Bearer [redacted]"}}')
+  })
+
+  it('a charset a search would miss (UTF-32): the status goes on, the body does not', async () => {
+    const utf32 = (text: string) => Buffer.concat([...text].map((char) => Buffer.from([0, 0, 0, char.charCodeAt(0)])))
+    const gw = await gatewayFor(await encodingUpstream('application/json; charset="utf-32"', utf32))
+    const answer = await exactRequest(gw.url, { method: 'GET', path: checkpointsPath, headers: { authorization: `Bearer ${key.token}` }, timeoutMs: 5000 })
+    expect(answer.status).toBe(401)
+    expect(answer.body.length).toBe(0)
+    expect(gw.logLines().some((line) => line.level === 40 && String(line.msg).includes('cannot read was sent without its body'))).toBe(true)
+  })
+})
