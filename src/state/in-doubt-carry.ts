@@ -29,16 +29,19 @@ function undrained(amount: number, perMinute: number | undefined, elapsedMs: num
  * What is left at `now` of an in-doubt carry: the part Redis, had it
  * counted the first send, would still hold of it. Null when a minute's
  * refill has drained all of it (nothing left to send or give back). The
- * request bucket drains the carried requests before the part Redis had
- * counted already (both were read from it together).
+ * part Redis had counted already drains before the carried requests, as
+ * MemoryKeyLimiter.usage reads them (its own bucket drains at the same
+ * rate): drained the other way round, a resend held fewer requests than
+ * the local buckets still counted apart, and the rest was given back
+ * uncounted (a diff review: 5 outage requests lost from Redis's minute).
  */
 export function leftOfCarry(carry: InDoubtCarry, now: number): KeyUsage | null {
   const { use } = carry
   const elapsed = Math.max(0, now - carry.readAt)
   const rpm = use.limits.requests_per_minute
-  const requests = undrained(use.requests, rpm, elapsed)
-  const sharedDrain = rpm === undefined ? 0 : Math.max(0, (elapsed * rpm) / WINDOW_MS - use.requests)
-  const shared = Math.max(0, (use.alreadyShared ?? 0) - sharedDrain)
+  const shared = undrained(use.alreadyShared ?? 0, rpm, elapsed)
+  const requestsDrain = rpm === undefined ? 0 : Math.max(0, (elapsed * rpm) / WINDOW_MS - (use.alreadyShared ?? 0))
+  const requests = Math.max(0, use.requests - requestsDrain)
   const tokens = undrained(use.tokens, use.limits.tokens_per_minute, elapsed)
   if (requests <= 0 && tokens <= 0 && shared <= 0) return null
   const base = { keyId: use.keyId, limits: use.limits, requests, tokens }

@@ -141,6 +141,32 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     expect(local.usage()).toEqual([])
   })
 
+  // Regression (diff review, session 27): the resend drained the outage requests before the part Redis had
+  // counted, where the local limiter drains that part first; the 5 requests were given back uncounted.
+  it('sends again, of a carry in doubt, every request the local limiter still counts apart from Redis', async () => {
+    let now = 1_000_000
+    const { shared, local, link, keys } = replica({ now: () => now })
+    const tight = { requests_per_minute: 10 }
+    comeBack(link)
+    await keys.carried()
+    shared.lateCounted = true
+    for (let i = 0; i < 5; i++) (await keys.admit('k', tight)).release()
+    await until(() => local.usage()[0]?.alreadyShared === 5, 'five counted in Redis')
+    shared.lateCounted = null
+    for (let i = 0; i < 5; i++) (await keys.admit('k', tight)).release()
+    shared.failDebits = true
+    link.emit('up')
+    await keys.carried()
+
+    now += 30_000
+    expect(local.usage()).toEqual([{ keyId: 'k', limits: tight, requests: 5, tokens: 0 }])
+    shared.failDebits = false
+    link.emit('up')
+    await keys.carried()
+    expect(shared.debits).toEqual([{ keyId: 'k', requests: 5, tokens: 0 }])
+    expect(local.usage()).toEqual([])
+  })
+
   it('sends the tokens of a locally admitted answer that ends after the return to the shared store', async () => {
     const { shared, local, link, keys } = replica()
     const ticket = await keys.admit('k', limits)

@@ -22,9 +22,10 @@ describe('leftOfCarry', () => {
     expect(leftOfCarry(carry({ requests: 3, tokens: 500 }), 1_005_000)).toBeNull()
   })
 
-  it('drains the carried requests before the part Redis counted already', () => {
-    const left = leftOfCarry(carry({ requests: 2, alreadyShared: 3 }), 1_003_000)
-    expect(left).toEqual({ keyId: 'k', limits, requests: 0, tokens: 0, alreadyShared: 2 })
+  // Regression (diff review, session 27): drained the other way round, 5 outage requests were given back uncounted.
+  it('drains the part Redis counted already before the carried requests, as the local limiter reads them', () => {
+    expect(leftOfCarry(carry({ requests: 2, alreadyShared: 3 }), 1_002_000)).toEqual({ keyId: 'k', limits, requests: 2, tokens: 0, alreadyShared: 1 })
+    expect(leftOfCarry(carry({ requests: 2, alreadyShared: 3 }), 1_004_000)).toEqual({ keyId: 'k', limits, requests: 1, tokens: 0 })
   })
 
   it('counts nothing for a limit the key does not have', () => {
