@@ -7,6 +7,7 @@
  */
 import type { UpstreamAuthSettings } from '../config/schema.js'
 import type { HeaderMap } from './headers.js'
+import { searchEncodings, type TextEncoding } from './body-charset.js'
 import { codingList, decodedBody, isIdentityCoding } from './content-coding.js'
 
 const REDACTED_TEXT = '[redacted]'
@@ -62,21 +63,23 @@ function unicodeEscape(char: string): string {
   return `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
 }
 
-/**
- * A text in each encoding an answer's body may be written in: UTF-8 (and so
- * ASCII and the ISO 8859 sets for an ASCII secret), UTF-16 in either byte
- * order (an upstream declaring `charset=utf-16le`, or a BOM, quoted the
- * credential past a search for its UTF-8 bytes: an auth review), and
- * Latin-1 for a secret whose characters beyond ASCII it has.
- */
-function encodings(text: string): Buffer[] {
-  const littleEndian = Buffer.from(text, 'utf16le')
-  const found = [Buffer.from(text, 'utf8'), littleEndian, Buffer.from(littleEndian).swap16()]
-  // eslint-disable-next-line no-control-regex
-  return /^[\u0000-\u00ff]*$/.test(text) && /[\u0080-\u00ff]/.test(text) ? [...found, Buffer.from(text, 'latin1')] : found
+/** A text's bytes in `encoding`. */
+function encoded(text: string, encoding: TextEncoding): Buffer {
+  if (encoding === 'utf16be') return Buffer.from(text, 'utf16le').swap16()
+  return Buffer.from(text, encoding)
 }
 
-const REDACTED_ENCODINGS = encodings(REDACTED_TEXT)
+/** A secret whose characters beyond ASCII Latin-1 has: an ISO 8859-1 body writes it other than UTF-8 does. */
+function hasLatin1Form(secret: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return /^[\u0000-\u00ff]*$/.test(secret) && /[\u0080-\u00ff]/.test(secret)
+}
+
+/** A UTF-16 body as text (a last odd byte left out). */
+function utf16Text(body: Buffer, encoding: 'utf16le' | 'utf16be'): string {
+  const even = body.subarray(0, body.length - (body.length % 2))
+  return encoding === 'utf16le' ? even.toString('utf16le') : Buffer.from(even).swap16().toString('utf16le')
+}
 
 /** `body` with every occurrence of `needle` replaced by `replacement`; the same buffer when none occurs. */
 function replacedAll(body: Buffer, needle: Buffer, replacement: Buffer): Buffer {
@@ -91,26 +94,28 @@ function replacedAll(body: Buffer, needle: Buffer, replacement: Buffer): Buffer 
   return Buffer.concat(parts)
 }
 
-/** `body` with every occurrence of each secret, in each encoding, replaced by `[redacted]` in that encoding; the same buffer when none occurs. */
-export function withoutEchoedSecrets(body: Buffer, secrets: readonly string[]): Buffer {
+/**
+ * `body` with every occurrence of each secret replaced by `[redacted]`, in
+ * each of `encodings` (UTF-8 alone unless the body says it is UTF-16: until
+ * 2026-11-29 only UTF-8 was searched, and a review's upstream answering in
+ * `charset=utf-16le` quoted the token to the client); the same buffer when none occurs.
+ */
+export function withoutEchoedSecrets(body: Buffer, secrets: readonly string[], encodings: readonly TextEncoding[] = ['utf8']): Buffer {
+  // An empty or one-character "secret" would match everywhere: nothing that short is a credential.
+  const searched = secrets.filter((secret) => secret.length >= 2)
   let out = body
-  for (const secret of secrets) {
-    // An empty or one-character "secret" would match everywhere: nothing that short is a credential.
-    if (secret.length < 2) continue
-    // Latin-1's [redacted] is its UTF-8 one.
-    encodings(secret).forEach((needle, i) => (out = replacedAll(out, needle, REDACTED_ENCODINGS[i] ?? REDACTED)))
+  for (const encoding of encodings) {
+    // UTF-16 is looked for in the decoded text first: Buffer.indexOf with a needle of NULs crawls through a
+    // body full of them (a diff review: a 48 MB UTF-16 error body held the event loop 0.9 s).
+    const text = encoding === 'utf8' ? null : utf16Text(out, encoding)
+    for (const secret of searched) {
+      if (text !== null && !text.includes(secret)) continue
+      out = replacedAll(out, encoded(secret, encoding), encoded(REDACTED_TEXT, encoding))
+    }
   }
+  // Latin-1's [redacted] is its UTF-8 one.
+  for (const secret of searched) if (hasLatin1Form(secret)) out = replacedAll(out, Buffer.from(secret, 'latin1'), REDACTED)
   return out
-}
-
-/** Charsets in which an ASCII secret is written neither as its own bytes nor as UTF-16: a body in one cannot be searched. */
-const UNSEARCHABLE_CHARSET = /^(?:utf-?32(?:le|be)?|ucs-?4|utf-?7|cp0?37|ibm0?37|ebcdic.*)$/i
-
-/** Whether a Content-Type names a charset whose bytes a search for the secret would miss. */
-function unsearchableCharset(contentType: string | string[] | undefined): boolean {
-  const type = Array.isArray(contentType) ? contentType.join(',') : contentType
-  const charset = type === undefined ? undefined : /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(type)?.[1]
-  return charset !== undefined && UNSEARCHABLE_CHARSET.test(charset)
 }
 
 /** Header values with every occurrence of each secret replaced by `[redacted]`, in place (`headers` is the answer's own copy). */
@@ -136,24 +141,21 @@ export const UNSEARCHABLE_ANSWER = 'an error or redirect answer in a coding or c
  * it came compressed (content-coding.ts): sent decoded, its
  * `Content-Encoding` dropped from `headers`, only when something was cut.
  * Null when it cannot be decoded (a coding never offered, broken bytes, more
- * than `limitBytes` decoded) or is in a charset a search misses (UTF-32,
- * UTF-7, EBCDIC), so cannot be searched: the caller sends the
+ * than `limitBytes` decoded) or is in a charset that does not write an
+ * ASCII secret as its bytes or as UTF-16 (body-charset.ts: UTF-32, UTF-7,
+ * EBCDIC, one it does not know), so cannot be searched: the caller sends the
  * status alone (`headers` then names no coding) and says so in a warn line.
  */
 export function searchedAnswerBody(body: Buffer, headers: HeaderMap, secrets: readonly string[], limitBytes: number): Buffer | null {
   if (secrets.length === 0) return body
-  if (unsearchableCharset(headers['content-type'])) {
-    delete headers['content-encoding']
-    return null
-  }
   const list = codingList(headers['content-encoding'])
-  if (isIdentityCoding(list)) return withoutEchoedSecrets(body, secrets)
-  const decoded = decodedBody(body, list!, limitBytes)
-  if (decoded === null) {
+  const decoded = isIdentityCoding(list) ? body : decodedBody(body, list!, limitBytes)
+  const encodings = decoded === null ? null : searchEncodings(headers['content-type'], decoded)
+  if (decoded === null || encodings === null) {
     delete headers['content-encoding']
     return null
   }
-  const scrubbed = withoutEchoedSecrets(decoded, secrets)
+  const scrubbed = withoutEchoedSecrets(decoded, secrets, encodings)
   if (scrubbed === decoded) return body
   delete headers['content-encoding']
   return scrubbed

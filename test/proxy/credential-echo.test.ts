@@ -65,9 +65,14 @@ describe('withoutEchoedSecrets in other encodings', () => {
     const le = (text: string) => Buffer.from(text, 'utf16le')
     const be = (text: string) => Buffer.from(text, 'utf16le').swap16()
     const latin1 = (text: string) => Buffer.from(text, 'latin1')
-    for (const encode of [le, be, latin1]) {
-      expect(withoutEchoedSecrets(encode(`key ${secret}!`), [secret]).equals(encode('key [redacted]!'))).toBe(true)
+    for (const [encode, encodings] of [[le, ['utf8', 'utf16le']], [be, ['utf8', 'utf16be']], [latin1, ['utf8']]] as const) {
+      expect(withoutEchoedSecrets(encode(`key ${secret}!`), [secret], encodings).equals(encode('key [redacted]!'))).toBe(true)
     }
+  })
+
+  it('searches UTF-16 only when told the body is in it', () => {
+    const body = Buffer.from('key secret-token!', 'utf16le')
+    expect(withoutEchoedSecrets(body, ['secret-token'])).toBe(body)
   })
 
   it('has no Latin-1 form for a secret with characters beyond it', () => {

@@ -273,9 +273,14 @@ describe('an error answer that quotes the gateway credential in another charset'
     expect(answer.body.toString('utf16le')).toBe('{"error":{"message":"bad key Bearer [redacted]"}}')
   })
 
-  it('a charset a search would miss (UTF-32): the status goes on, the body does not', async () => {
-    const utf32 = (text: string) => Buffer.concat([...text].map((char) => Buffer.from([0, 0, 0, char.charCodeAt(0)])))
-    const gw = await gatewayFor(await encodingUpstream('application/json; charset="utf-32"', utf32))
+  // Diff review, session 27: EBCDIC code pages and an undeclared UTF-32 body with a BOM still went on.
+  it.each([
+    ['application/json; charset="utf-32"', false],
+    ['application/json', true],
+    ['application/json; charset=IBM1047', false],
+  ])('a charset a search would miss (%s, BOM %s): the status goes on, the body does not', async (contentType, bom) => {
+    const utf32 = (text: string) => Buffer.concat([...(bom ? '\ufeff' : ''), ...text].map((char) => Buffer.from([0, 0, char.charCodeAt(0) >> 8, char.charCodeAt(0) & 0xff])))
+    const gw = await gatewayFor(await encodingUpstream(contentType, utf32))
     const answer = await exactRequest(gw.url, { method: 'GET', path: checkpointsPath, headers: { authorization: `Bearer ${key.token}` }, timeoutMs: 5000 })
     expect(answer.status).toBe(401)
     expect(answer.body.length).toBe(0)

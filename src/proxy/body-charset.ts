@@ -1,0 +1,63 @@
+/**
+ * Which encodings an answer body's text is in, for the credential search
+ * (credential-echo.ts): from its Content-Type charset, else from its first
+ * bytes (a byte order mark, or RFC 4627's pattern of NULs in JSON's first
+ * two characters). Pure.
+ *
+ * An ASCII secret is written as its own bytes in every charset that is a
+ * superset of ASCII; UTF-16 interleaves it with NULs. Any other charset
+ * (UTF-32, UTF-7, the EBCDIC code pages, one this list does not know)
+ * writes it some other way: such a body is unsearchable, and the caller
+ * drops it. UTF-16 needles are searched only in a body said to be UTF-16:
+ * searched in every error body, their NULs slowed Buffer.indexOf on a
+ * large NUL-dense body from 24 ms to 3.5 s (a diff review).
+ */
+
+export type TextEncoding = 'utf8' | 'utf16le' | 'utf16be'
+
+/** Charsets (IANA names and common aliases) that keep ASCII bytes as they are. */
+const ASCII_SUPERSET = /^(?:(?:cs)?utf-?8|(?:us-)?ascii|csascii|ansi_x3\.4-1968|iso[-_]?8859[-_]?\d+|latin-?\d|l\d|(?:windows|cp)-?125\d|koi8-[a-z]+|shift[-_]jis|sjis|windows-31j|euc-[a-z]+|gb2312|gbk|gb18030|big5(?:-hkscs)?|tis-620|iso-2022-[a-z-]+)$/i
+
+const UTF16 = /^(?:(?:cs)?utf-?16|ucs-?2|iso-10646-ucs-2|csunicode)$/i
+const UTF16LE = /^(?:cs)?utf-?16le$/i
+const UTF16BE = /^(?:cs)?utf-?16be$/i
+
+/** The charset a Content-Type names, lowercased and unquoted; undefined when it names none. */
+export function declaredCharset(contentType: string | readonly string[] | undefined): string | undefined {
+  const type = typeof contentType === 'string' ? contentType : contentType?.join(',')
+  return type === undefined ? undefined : /;\s*charset\s*=\s*"?([^";,\s]+)/i.exec(type)?.[1]?.toLowerCase()
+}
+
+/** UTF-16's byte order from a BOM or the first character's NUL (RFC 4627 §3); null when the bytes do not say. */
+function utf16Order(body: Buffer): TextEncoding | null {
+  if (body.length < 2) return null
+  if ((body[0] === 0xff && body[1] === 0xfe) || (body[0] !== 0 && body[1] === 0)) return 'utf16le'
+  if ((body[0] === 0xfe && body[1] === 0xff) || (body[0] === 0 && body[1] !== 0)) return 'utf16be'
+  return null
+}
+
+/** UTF-32's byte order marks and RFC 4627's NUL patterns (three NULs around the first character). */
+function looksUtf32(body: Buffer): boolean {
+  if (body.length < 4) return false
+  const [a, b, c, d] = body
+  return (a === 0 && b === 0 && c === 0 && d !== 0) || (a !== 0 && b === 0 && c === 0 && d === 0) || (a === 0 && b === 0 && c === 0xfe && d === 0xff)
+}
+
+/**
+ * The encodings to search `body` in for an ASCII-written secret, or null
+ * when it cannot be searched. UTF-8 always (an ASCII superset's bytes).
+ */
+export function searchEncodings(contentType: string | readonly string[] | undefined, body: Buffer): readonly TextEncoding[] | null {
+  const charset = declaredCharset(contentType)
+  if (charset === undefined) {
+    if (looksUtf32(body)) return null
+    const order = utf16Order(body)
+    return order === null ? ['utf8'] : ['utf8', order]
+  }
+  if (ASCII_SUPERSET.test(charset)) return ['utf8']
+  if (UTF16LE.test(charset)) return ['utf8', 'utf16le']
+  if (UTF16BE.test(charset)) return ['utf8', 'utf16be']
+  if (!UTF16.test(charset)) return null
+  const order = utf16Order(body)
+  return order === null ? ['utf8', 'utf16be', 'utf16le'] : ['utf8', order]
+}

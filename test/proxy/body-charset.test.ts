@@ -1,0 +1,49 @@
+/** Which encodings an answer body is searched in for the gateway's credential (pure). */
+import { describe, expect, it } from 'vitest'
+import { declaredCharset, searchEncodings } from '../../src/proxy/body-charset.js'
+
+const json = Buffer.from('{"a":1}')
+const le = Buffer.from('{"a":1}', 'utf16le')
+const be = Buffer.from('{"a":1}', 'utf16le').swap16()
+
+describe('declaredCharset', () => {
+  it.each([
+    ['application/json; charset=UTF-8', 'utf-8'],
+    ['text/plain;charset="utf-16le"', 'utf-16le'],
+    ['application/json ; CHARSET = IBM1047', 'ibm1047'],
+    ['application/json', undefined],
+    [undefined, undefined],
+  ])('%s → %s', (type, charset) => {
+    expect(declaredCharset(type)).toBe(charset)
+  })
+})
+
+describe('searchEncodings', () => {
+  it.each(['utf-8', 'UTF8', 'us-ascii', 'iso-8859-15', 'latin1', 'windows-1252', 'shift_jis', 'euc-kr', 'gb18030', 'koi8-r'])('%s, an ASCII superset: the UTF-8 bytes', (charset) => {
+    expect(searchEncodings(`application/json; charset=${charset}`, json)).toEqual(['utf8'])
+  })
+
+  it('UTF-16 by its declared byte order, or by the body’s when the charset does not say', () => {
+    expect(searchEncodings('application/json; charset=utf-16le', le)).toEqual(['utf8', 'utf16le'])
+    expect(searchEncodings('application/json; charset=UTF-16BE', be)).toEqual(['utf8', 'utf16be'])
+    expect(searchEncodings('application/json; charset=utf-16', Buffer.concat([Buffer.from([0xff, 0xfe]), le]))).toEqual(['utf8', 'utf16le'])
+    expect(searchEncodings('application/json; charset=utf-16', be)).toEqual(['utf8', 'utf16be'])
+    expect(searchEncodings('application/json; charset=utf-16', Buffer.from([0x20, 0x20]))).toEqual(['utf8', 'utf16be', 'utf16le'])
+  })
+
+  // Regression (diff review, session 27): only a few names were known unsearchable, and IBM1047, IBM500,
+  // cp1140 (EBCDIC), csUTF32 and an undeclared UTF-32 body with a BOM went on unredacted.
+  it.each(['utf-32', 'csUTF32', 'UTF-32LE', 'utf-7', 'IBM1047', 'IBM500', 'cp1140', 'ebcdic-us', 'x-unknown'])('%s: not searchable', (charset) => {
+    expect(searchEncodings(`application/json; charset=${charset}`, json)).toBeNull()
+  })
+
+  it('no charset: UTF-8, unless the first bytes say UTF-16 or UTF-32', () => {
+    expect(searchEncodings('application/json', json)).toEqual(['utf8'])
+    expect(searchEncodings(undefined, le)).toEqual(['utf8', 'utf16le'])
+    expect(searchEncodings(undefined, be)).toEqual(['utf8', 'utf16be'])
+    expect(searchEncodings(undefined, Buffer.from([0x00, 0x00, 0xfe, 0xff, 0, 0, 0, 0x7b]))).toBeNull()
+    expect(searchEncodings(undefined, Buffer.from([0x7b, 0, 0, 0]))).toBeNull()
+    // A body of NULs is binary, not text in any of these: searched as bytes, quickly.
+    expect(searchEncodings(undefined, Buffer.alloc(64))).toEqual(['utf8'])
+  })
+})
