@@ -18,6 +18,8 @@
  *   those were silently dropped).
  */
 
+import { isNumericHostName, NUMERIC_HOST_PROBLEM } from './listen-host.js'
+
 /** Why `value` cannot be sent as a header credential; null when it can. */
 export function headerSecretProblem(value: string): string | null {
   if (/[\r\n]\s*$/.test(value)) return 'ends in a line break (a secret read from a file often does): remove it'
@@ -94,6 +96,8 @@ export function redisUrlProblem(url: string): string | null {
   }
   // ioredis reads a URL without a host as its defaults, localhost:6379: `redis://${REDIS_HOST:-}` with the variable empty.
   if (parsed.hostname === '') return 'has no host: redis://host[:port][/db] (ioredis would take localhost:6379)'
+  // Its scheme is not one URL parsing checks an IPv4 address for: `redis://10.0.0.256` parsed (an ops review's listen host, here too).
+  if (isNumericHostName(parsed.hostname)) return `has a host that ${NUMERIC_HOST_PROBLEM}`
   if (!/^\/?(\d+)?$/.test(parsed.pathname)) return 'has a path that is not a database number: redis://host:port/N, N from 0'
   try {
     decodeURIComponent(parsed.username)

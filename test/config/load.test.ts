@@ -307,9 +307,14 @@ models:
     const broken = redisAt('redis://:Pa%zzSECRET@127.0.0.1:6379')
     expect(broken).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('broken %-escape') }])
     expect(JSON.stringify(broken)).not.toContain('SECRET')
-    for (const fine of ['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379/', 'redis://127.0.0.1:6379/3', 'redis://:Pa%25ss@127.0.0.1:6379/0']) {
+    for (const fine of ['redis://127.0.0.1:6379', 'redis://127.0.0.1:6379/', 'redis://127.0.0.1:6379/3', 'redis://:Pa%25ss@127.0.0.1:6379/0', 'redis://redis.internal:6379', 'rediss://[::1]:6380']) {
       expect(parseConfig(`state: { kind: redis, redis_url: "${fine}" }\n${MODEL}`, {}).ok, fine).toBe(true)
     }
+  })
+
+  // Regression (ops review, session 27): URL parsing checks no IPv4 address in a redis:// URL; the typo passed check.
+  it.each(['redis://10.0.0.256:6379', 'redis://127.1:6379/0'])('refuses a redis_url whose host is a number that is no IPv4 address (%s)', (url) => {
+    expect(issues(`state: { kind: redis, redis_url: "${url}" }\n${MODEL}`)).toEqual([{ path: 'state.redis_url', message: expect.stringContaining('neither an IPv4 address') }])
   })
 
   it('refuses a metrics_port equal to the port, given or default, which could not both be listened on', () => {
@@ -622,7 +627,7 @@ auth:
 
   it('refuses a server.host with a port in it, and takes hosts and IPv6 addresses', () => {
     expect(issues('server: { host: "localhost:8080" }\n' + MODEL)).toEqual([{ path: 'server.host', message: expect.stringContaining('give the host alone') }])
-    for (const host of ['0.0.0.0', '::', '::1', 'gateway.internal', 'fe80::1%eth0', 'sluice_gateway', 'localhost.']) expect(ok(`server: { host: "${host}" }\n${MODEL}`).server.host).toBe(host)
+    for (const host of ['0.0.0.0', '::', '::1', 'gateway.internal', 'fe80::1%eth0', 'sluice_gateway', 'localhost.', '10.0.0.255', '3com.example', 'node-1.k8s']) expect(ok(`server: { host: "${host}" }\n${MODEL}`).server.host).toBe(host)
   })
 
   // Regression (operator audit): check passed these, and serve failed with getaddrinfo ENOTFOUND.
@@ -633,6 +638,14 @@ auth:
     ['local host', 'must be an IP address'],
     ['-gateway', 'must be an IP address'],
     ['a..b', 'must be an IP address'],
+    // Regression (ops review, session 27): check passed these; serve failed, or listened elsewhere.
+    ['10.0.0.256', 'neither an IPv4 address'],
+    ['300.1.1.1', 'neither an IPv4 address'],
+    ['127.0.0.1.1', 'neither an IPv4 address'],
+    ['1.2.3', 'neither an IPv4 address'],
+    ['127.1', 'neither an IPv4 address'],
+    ['0x7f000001', 'neither an IPv4 address'],
+    ['gateway.123', 'neither an IPv4 address'],
   ])('refuses server.host %j, saying what to write', (host, message) => {
     expect(issues(`server: { host: "${host}" }\n${MODEL}`)).toEqual([{ path: 'server.host', message: expect.stringContaining(message) }])
   })
