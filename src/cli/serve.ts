@@ -85,7 +85,16 @@ async function main(sighup: SighupRelay): Promise<number> {
   // The scrape URL itself: the metrics port answers /metrics alone.
   const metricsUrl = running.metricsUrl === null ? null : `${running.metricsUrl}/metrics`
   lifecycleLine(logger)({ url: running.url, metrics_url: metricsUrl, config: configFile, models: config.models.map((m) => m.name) }, 'sluice listening')
+  if (logger.level === 'silent' && (config.server.port === 0 || config.server.metrics_port === 0)) printChosenPorts(running.url, metricsUrl)
   return -1
+}
+
+/**
+ * DESIGN.md: `port: 0` is "any free port, printed at start". With `log.level: silent` no log line says
+ * which (an ops review): one plain line on stderr does, and nothing else is written.
+ */
+function printChosenPorts(url: string, metricsUrl: string | null): void {
+  process.stderr.write(`sluice listening on ${url}${metricsUrl === null ? '' : `, metrics on ${metricsUrl}`}\n`)
 }
 
 /**

@@ -1,10 +1,11 @@
 import { once } from 'node:events'
 import { mkdtemp, open, rm, writeFile } from 'node:fs/promises'
-import { execFileSync, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { createServer, type AddressInfo } from 'node:net'
 import { createHash } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { stringify } from 'yaml'
 import { describe, expect, it } from 'vitest'
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.js'
@@ -196,6 +197,31 @@ describe('log.level above info', () => {
       ['draining', 40],
       ['stopped', 40],
     ])
+  })
+})
+
+describe('log.level silent', () => {
+  // Regression (ops review, session 27): with `silent`, the ports `port: 0` and `metrics_port: 0` chose were
+  // printed nowhere (DESIGN.md: "0 = any free port, printed at start").
+  it('prints the chosen ports in one line on stderr, and writes nothing else', async () => {
+    const standIn = await cleanups.standIn({ tokens: 1 })
+    const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { log: { level: 'silent' }, server: { port: 0, metrics_port: 0 } }))
+    const child = spawn(process.execPath, ['dist/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+    cleanups.push(async () => {
+      if (child.exitCode === null) child.kill('SIGKILL')
+    })
+    let stdout = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    const [line] = (await once(createInterface({ input: child.stderr }), 'line')) as [string]
+    const match = /^sluice listening on (http:\/\/127\.0\.0\.1:\d+), metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)$/.exec(line)
+    expect(match, line).not.toBeNull()
+    expect((await fetch(`${match![1]}/healthz`)).status).toBe(200)
+    expect((await fetch(match![2]!)).status).toBe(200)
+
+    const exited = once(child, 'exit')
+    child.kill('SIGTERM')
+    expect((await exited)[0]).toBe(0)
+    expect(stdout).toBe('')
   })
 })
 
