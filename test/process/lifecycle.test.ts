@@ -197,31 +197,57 @@ describe('log.level above info', () => {
       ['draining', 40],
       ['stopped', 40],
     ])
+    // The log line says it: no plain line on stderr besides (that is for `silent` alone).
+    expect(gateway.stderr()).toBe('')
   })
 })
 
 describe('log.level silent', () => {
   // Regression (ops review, session 27): with `silent`, the ports `port: 0` and `metrics_port: 0` chose were
   // printed nowhere (DESIGN.md: "0 = any free port, printed at start").
-  it('prints the chosen ports in one line on stderr, and writes nothing else', async () => {
+  /** The gateway on `server` settings at level silent: its stdout and stderr once it has served /healthz at `healthz` and stopped. */
+  async function silentRun(server: Record<string, unknown>, healthz: (stderrLine: Promise<string>) => Promise<string>): Promise<{ stdout: string; stderr: string }> {
     const standIn = await cleanups.standIn({ tokens: 1 })
-    const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { log: { level: 'silent' }, server: { port: 0, metrics_port: 0 } }))
+    const file = await configFile(config([{ name: 'a', backends: [{ url: standIn.url }] }], 10_000, { log: { level: 'silent' }, server }))
     const child = spawn(process.execPath, ['dist/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
     cleanups.push(async () => {
       if (child.exitCode === null) child.kill('SIGKILL')
     })
     let stdout = ''
+    let stderr = ''
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    const [line] = (await once(createInterface({ input: child.stderr }), 'line')) as [string]
-    const match = /^sluice listening on (http:\/\/127\.0\.0\.1:\d+), metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)$/.exec(line)
-    expect(match, line).not.toBeNull()
-    expect((await fetch(`${match![1]}/healthz`)).status).toBe(200)
-    expect((await fetch(match![2]!)).status).toBe(200)
-
+    const firstLine = once(createInterface({ input: child.stderr }), 'line').then(([line]) => line as string)
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    await until(async () => (await fetch(await healthz(firstLine)).catch(() => null))?.status === 200, 'the gateway serving', 10_000)
     const exited = once(child, 'exit')
     child.kill('SIGTERM')
     expect((await exited)[0]).toBe(0)
+    return { stdout, stderr }
+  }
+
+  it('prints the chosen ports in one line on stderr, and writes nothing else', async () => {
+    const { stdout, stderr } = await silentRun({ port: 0, metrics_port: 0 }, async (line) => {
+      const match = /^sluice listening on (http:\/\/127\.0\.0\.1:\d+), metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)$/.exec(await line)
+      expect(match, await line).not.toBeNull()
+      // Printed once both listen.
+      expect((await fetch(match![2]!)).status).toBe(200)
+      return `${match![1]}/healthz`
+    })
+    expect(stderr).toMatch(/^sluice listening on [^\n]+\n$/)
     expect(stdout).toBe('')
+  })
+
+  it('prints it for a chosen metrics port alone too, and nothing when no port is chosen', async () => {
+    const taken = createServer().listen(0, '127.0.0.1')
+    await once(taken, 'listening')
+    const port = (taken.address() as AddressInfo).port
+    await new Promise((resolve) => taken.close(resolve))
+    const fixed = await silentRun({ port }, async () => `http://127.0.0.1:${port}/healthz`)
+    expect(fixed).toEqual({ stdout: '', stderr: '' })
+
+    const metricsOnly = await silentRun({ port, metrics_port: 0 }, async () => `http://127.0.0.1:${port}/healthz`)
+    expect(metricsOnly.stderr).toMatch(new RegExp(`^sluice listening on http://127\\.0\\.0\\.1:${port}, metrics on http://127\\.0\\.0\\.1:\\d+/metrics\n$`))
+    expect(metricsOnly.stdout).toBe('')
   })
 })
 
