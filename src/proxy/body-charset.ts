@@ -15,8 +15,24 @@
 
 export type TextEncoding = 'utf8' | 'utf16le' | 'utf16be'
 
-/** Charsets (IANA names and common aliases) that keep ASCII bytes as they are. */
-const ASCII_SUPERSET = /^(?:(?:cs)?utf-?8|(?:us-)?ascii|csascii|ansi_x3\.4-1968|iso[-_]?8859[-_]?\d+|latin-?\d|l\d|(?:windows|cp)-?125\d|koi8-[a-z]+|shift[-_]jis|sjis|windows-31j|euc-[a-z]+|gb2312|gbk|gb18030|big5(?:-hkscs)?|tis-620|iso-2022-[a-z-]+)$/i
+/**
+ * Charsets that keep ASCII bytes as they are: the labels of the WHATWG
+ * Encoding Standard's UTF-8, single-byte and CJK encodings, IANA's names
+ * and aliases of the same (`ISO_8859-1:1987`, `KS_C_5601-1987`), and the
+ * DOS and Windows code pages (not the EBCDIC ones, whose numbers differ).
+ * A list, not a few families: a diff review found common labels
+ * (`windows-874`, `cp932`, `ks_c_5601-1987`) dropping legitimate bodies.
+ */
+const ASCII_SUPERSET: readonly RegExp[] = [
+  /^(?:cs)?utf[-_]?8$|^(?:unicode-1-1-utf-8|unicode11utf8|unicode20utf8|x-unicode20utf8)$/,
+  /^(?:(?:us-)?ascii|csascii|ansi_x3\.4-19(?:68|86)|iso-ir-6|iso646-us|us|ibm367|cp367)$/,
+  /^(?:iso[-_ ]?8859[-_ ]?\d{1,2}(?:[-_ ][ie])?(?::\d{4})?|csisolatin[a-z0-9]+|latin-?\d{1,2}|l\d{1,2}|iso-ir-\d{2,3}|iso_8859-\d{1,2})$/,
+  /^(?:x-|ms-?|dos-|cs)?(?:cp|ibm|windows-?|pc)?-?(?:437|737|775|85[02578]|86[0-69]|874|932|936|949|950|125[0-8])$/,
+  /^(?:cs)?koi8(?:[-_][a-z]+)?$|^(?:macintosh|mac|csmacintosh|x-mac-(?:roman|cyrillic|ukrainian)|tis-620|viscii|armscii-8)$/,
+  /^(?:shift[-_]jis|sjis|x-sjis|csshiftjis|ms_kanji|ms932|windows-31j|(?:x-)?euc-jp|cseucpkdfmtjapanese|iso-2022-jp|csiso2022jp)$/,
+  /^(?:euc-kr|cseuckr|csksc56011987|ks_c_5601-19(?:87|89)|ksc_?5601|korean|windows-949|uhc)$/,
+  /^(?:gb2312|gb_2312(?:-80)?|csgb2312|csiso58gb231280|chinese|(?:x-)?gbk|gb18030|euc-cn|big5(?:-hkscs)?|cn-big5|csbig5|x-x-big5)$/,
+]
 
 const UTF16 = /^(?:(?:cs)?utf-?16|ucs-?2|iso-10646-ucs-2|csunicode)$/i
 const UTF16LE = /^(?:cs)?utf-?16le$/i
@@ -54,7 +70,7 @@ export function searchEncodings(contentType: string | readonly string[] | undefi
     const order = utf16Order(body)
     return order === null ? ['utf8'] : ['utf8', order]
   }
-  if (ASCII_SUPERSET.test(charset)) return ['utf8']
+  if (ASCII_SUPERSET.some((pattern) => pattern.test(charset))) return ['utf8']
   if (UTF16LE.test(charset)) return ['utf8', 'utf16le']
   if (UTF16BE.test(charset)) return ['utf8', 'utf16be']
   if (!UTF16.test(charset)) return null

@@ -8,6 +8,7 @@
 import type { UpstreamAuthSettings } from '../config/schema.js'
 import type { HeaderMap } from './headers.js'
 import { searchEncodings, type TextEncoding } from './body-charset.js'
+import { htmlEscapedPattern, withoutHtmlEscaped } from './html-escaped-secret.js'
 import { codingList, decodedBody, isIdentityCoding } from './content-coding.js'
 
 const REDACTED_TEXT = '[redacted]'
@@ -115,7 +116,27 @@ export function withoutEchoedSecrets(body: Buffer, secrets: readonly string[], e
   }
   // Latin-1's [redacted] is its UTF-8 one.
   for (const secret of searched) if (hasLatin1Form(secret)) out = replacedAll(out, Buffer.from(secret, 'latin1'), REDACTED)
+  // As an HTML or XML writer escapes it, in a page that has a character reference at all. The JSON- and
+  // percent-escaped forms are not looked for escaped once more: each pattern is a pass over the whole body.
+  for (const secret of searched) {
+    const pattern = /\\[u/"\\]|%[0-9A-Fa-f]{2}/.test(secret) ? null : htmlPattern(secret)
+    if (pattern !== null) out = withoutHtmlEscaped(out, pattern, REDACTED_TEXT)
+  }
   return out
+}
+
+/** Compiled once per secret form: the forms are the configuration's, few, and searched on every error answer. */
+const HTML_PATTERNS = new Map<string, RegExp | null>()
+
+function htmlPattern(secret: string): RegExp | null {
+  let pattern = HTML_PATTERNS.get(secret)
+  if (pattern === undefined) {
+    // A bound for a gateway reloaded with new secrets for months: the next calls compile again.
+    if (HTML_PATTERNS.size >= 1024) HTML_PATTERNS.clear()
+    pattern = htmlEscapedPattern(secret)
+    HTML_PATTERNS.set(secret, pattern)
+  }
+  return pattern
 }
 
 /** Header values with every occurrence of each secret replaced by `[redacted]`, in place (`headers` is the answer's own copy). */

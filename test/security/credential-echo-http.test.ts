@@ -221,6 +221,14 @@ describe('an error answer that quotes the gateway credential in another form or 
     expect(answer.text).toBe('{"php":"Bearer [redacted]","dotnet":"Bearer [redacted]"}')
   })
 
+  // Regression (diff review, session 27): Go's html/template writes `+` as `&#43;`, .NET's HtmlEncoder as `&#x2B;`.
+  it('HTML-escaped as Go and .NET write it, in an error page: replaced', async () => {
+    const gw = await gatewayFor(await writingUpstream((auth) => `<p>go: ${auth.replaceAll('+', '&#43;')}</p><p>net: ${auth.replaceAll('+', '&#x2B;').replaceAll('/', '&#x2F;')}</p>`))
+    const answer = await exactRequest(gw.url, { method: 'GET', path: checkpointsPath, headers: { authorization: `Bearer ${key.token}` }, timeoutMs: 5000 })
+    expect(answer.status).toBe(401)
+    expect(answer.text).toBe('<p>go: Bearer [redacted]</p><p>net: Bearer [redacted]</p>')
+  })
+
   // Session 23 diff review: only encodeURIComponent's uppercase form was searched.
   it('percent-encoded as Python\'s quote writes it (keeping "/") and in lowercase hex: replaced', async () => {
     const gw = await gatewayFor(await writingUpstream(() => 'python=ckpt/TOKEN%2B9012&lower=ckpt%2fTOKEN%2b9012'))
