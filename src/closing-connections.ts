@@ -37,3 +37,22 @@ export function isClosing(socket: Socket): boolean {
   }
   return true
 }
+
+/**
+ * A request `latest` pipelined behind answers still being made on its
+ * connection: one that went out closing (its head said so), or one to an
+ * HTTP/1.0 request not yet begun, whose keep-alive Node decides only when
+ * it writes the head (a stream has no length, and HTTP/1.0 has no chunks:
+ * Node closes after it), is marked closing, the HTTP/1.0 one told to close,
+ * so the request behind it is not served (isClosing). Served, it reached the
+ * upstream (a training job created) and its answer was dropped with the
+ * connection (an HTTP review).
+ */
+export function closeBehindUndecidedAnswers(answers: Iterable<ServerResponse>, latest: ServerResponse): void {
+  for (const response of answers) {
+    if (response === latest) continue
+    if (response.headersSent ? response.shouldKeepAlive : response.req.httpVersionMinor !== 0) continue
+    if (!response.headersSent) response.setHeader('connection', 'close')
+    markClosing(response)
+  }
+}

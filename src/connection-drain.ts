@@ -7,6 +7,7 @@
  */
 import type { Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import { closeBehindUndecidedAnswers } from './closing-connections.js'
 
 export interface ConnectionDrain {
   /** Starts draining: idle connections close now, busy ones after their response. */
@@ -102,6 +103,7 @@ export function trackConnections(server: Server): ConnectionDrain {
     const responses = active.get(socket)
     responses?.add(response)
     latest.set(socket, response)
+    if (responses !== undefined && responses.size > 1) closeBehindUndecidedAnswers(responses, response)
     if (draining && responses !== undefined) closeAfterLast(responses, marked)
     // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
     response.on('close', () => {

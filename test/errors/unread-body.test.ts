@@ -277,6 +277,53 @@ describe('a request pipelined behind an answer that closes the connection', () =
   })
 })
 
+// Regression (HTTP review, session 27): behind an HTTP/1.0 keep-alive stream, whose head (no length, so
+// Connection: close) Node writes only once the backend answers, a pipelined training job was sent upstream
+// before the chat backend was even called, and its answer dropped with the connection; logged as a 499.
+describe('a request pipelined behind an HTTP/1.0 answer not yet begun', () => {
+  const key = makeKey('k', ['chat', 'training'])
+  const cleanups = trackedAfterEach()
+
+  it('is not served, counted or logged; the answer before it closes the connection', async () => {
+    const training = await startTrainingStandIn({})
+    cleanups.push(() => training.close())
+    const backend = await cleanups.standIn({ tokens: 3 })
+    const gw = await cleanups.gateway({
+      auth: { keys: [key.entry] },
+      models: [{ name: 'm', backends: [{ url: backend.url }] }],
+      upstreams: { training: { url: training.url } },
+    })
+    const chat = JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] })
+    const job = JSON.stringify({ model_id: MODEL_ID, trajectory_groups: [] })
+    const exchange = await rawExchange(
+      gw.url,
+      `POST /v1/chat/completions HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}` +
+        `POST /v1/preview/training-jobs HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${job.length}\r\n\r\n${job}`,
+    )
+
+    expect(exchange.responses.map((response) => [response.status, response.headers.connection])).toEqual([[200, 'close']])
+    expect(exchange.responses[0]!.text).toContain('data: [DONE]')
+    expect(training.received).toEqual([])
+    await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })) === 1, 'the stream counted')
+    expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'training' })).toBe(0)
+    expect(gw.logLines().filter((line) => line.msg === 'request completed' && line.route !== 'service').map((line) => line.route)).toEqual(['chat'])
+  })
+
+  it('control: an HTTP/1.0 keep-alive connection serves the next request sent after the answer', async () => {
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: 'http://127.0.0.1:9' }] }] })
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(() => socket.destroy())
+    let received = ''
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+    const answers = () => received.split('HTTP/1.1 200 OK').length - 1
+    socket.write('GET /healthz HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\n\r\n')
+    await until(() => answers() === 1 && received.endsWith('}'), 'the first answer')
+    expect(received).toMatch(/connection: keep-alive/i)
+    socket.write('GET /healthz HTTP/1.0\r\nHost: gw\r\n\r\n')
+    await until(() => answers() === 2, 'the second answer on the same connection')
+  })
+})
+
 // Regression (code review): a checkpoints answer written past fastify (an upstream 304, 204, or an error
 // searched for the credential) left fastify's Connection: close behind: it went out keep-alive, while the
 // connection was marked closing, and the next request on it was refused without a log line or a count.
