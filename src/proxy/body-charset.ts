@@ -13,30 +13,30 @@
  * large NUL-dense body from 24 ms to 3.5 s (a diff review).
  */
 
+import { ASCII_SUPERSET_LABELS } from './whatwg-charset-labels.js'
+
 export type TextEncoding = 'utf8' | 'utf16le' | 'utf16be'
 
 /**
- * Charsets that keep ASCII bytes as they are: the labels of the WHATWG
- * Encoding Standard's UTF-8, single-byte and CJK encodings, IANA's names
- * and aliases of the same (`ISO_8859-1:1987`, `KS_C_5601-1987`), and the
- * DOS and Windows code pages (not the EBCDIC ones, whose numbers differ).
- * A list, not a few families: a diff review found common labels
- * (`windows-874`, `cp932`, `ks_c_5601-1987`) dropping legitimate bodies.
+ * Other names of ASCII supersets than the WHATWG labels: IANA's names and
+ * aliases (`ISO_8859-1:1987`, `KS_C_5601-1987`, `utf_8`) and the DOS and
+ * Windows code pages by their numbers (not the EBCDIC ones, whose numbers
+ * differ). A diff review found common labels (`windows-874`, `cp932`,
+ * `ks_c_5601-1987`, `greek`, `cp819`) dropping legitimate bodies.
  */
-const ASCII_SUPERSET: readonly RegExp[] = [
-  /^(?:cs)?utf[-_]?8$|^(?:unicode-1-1-utf-8|unicode11utf8|unicode20utf8|x-unicode20utf8)$/,
-  /^(?:(?:us-)?ascii|csascii|ansi_x3\.4-19(?:68|86)|iso-ir-6|iso646-us|us|ibm367|cp367)$/,
-  /^(?:iso[-_ ]?8859[-_ ]?\d{1,2}(?:[-_ ][ie])?(?::\d{4})?|csisolatin[a-z0-9]+|latin-?\d{1,2}|l\d{1,2}|iso-ir-\d{2,3}|iso_8859-\d{1,2})$/,
-  /^(?:x-|ms-?|dos-|cs)?(?:cp|ibm|windows-?|pc)?-?(?:437|737|775|85[02578]|86[0-69]|874|932|936|949|950|125[0-8])$/,
-  /^(?:cs)?koi8(?:[-_][a-z]+)?$|^(?:macintosh|mac|csmacintosh|x-mac-(?:roman|cyrillic|ukrainian)|tis-620|viscii|armscii-8)$/,
-  /^(?:shift[-_]jis|sjis|x-sjis|csshiftjis|ms_kanji|ms932|windows-31j|(?:x-)?euc-jp|cseucpkdfmtjapanese|iso-2022-jp|csiso2022jp)$/,
-  /^(?:euc-kr|cseuckr|csksc56011987|ks_c_5601-19(?:87|89)|ksc_?5601|korean|windows-949|uhc)$/,
-  /^(?:gb2312|gb_2312(?:-80)?|csgb2312|csiso58gb231280|chinese|(?:x-)?gbk|gb18030|euc-cn|big5(?:-hkscs)?|cn-big5|csbig5|x-x-big5)$/,
+const OTHER_ASCII_SUPERSETS: readonly RegExp[] = [
+  /^(?:cs)?utf[-_]?8$|^(?:unicode11utf8|unicode20utf8|x-unicode20utf8)$/,
+  /^(?:us-ascii|csascii|ansi_x3\.4-1986|iso-ir-6|iso646-us|us|ibm367|cp367)$/,
+  /^(?:iso[-_ ]?8859[-_ ]?\d{1,2}(?:[-_ ][ie])?(?::\d{4})?|csisolatin[a-z0-9]+|latin-?\d{1,2}|l\d{1,2}|iso-ir-\d{2,3})$/,
+  /^(?:x-|ms-?|dos-|cs)?(?:cp|ibm|windows-?|pc)?-?(?:437|737|775|819|85[02578]|86[0-69]|874|932|936|949|950|125[0-8])$/,
+  /^(?:cs)?koi8(?:[-_][a-z]+)?$|^(?:mac|x-mac-(?:roman|ukrainian)|tis-620|viscii|armscii-8)$/,
+  /^(?:shift-jis|sjis|ms932|ks_c_5601-1989|ksc_?5601|uhc|euc-cn|x-x-big5|windows-949)$/,
 ]
 
-const UTF16 = /^(?:(?:cs)?utf-?16|ucs-?2|iso-10646-ucs-2|csunicode)$/i
-const UTF16LE = /^(?:cs)?utf-?16le$/i
-const UTF16BE = /^(?:cs)?utf-?16be$/i
+/** UTF-16 of either byte order (WHATWG reads these as little-endian, RFC 2781 as big-endian: the body's own bytes decide, else both are searched). */
+const UTF16 = /^(?:(?:cs)?utf-?16|ucs-?2|iso-10646-ucs-2|csunicode|unicode|unicodefeff)$/
+const UTF16LE = /^(?:cs)?utf-?16le$/
+const UTF16BE = /^(?:(?:cs)?utf-?16be|unicodefffe)$/
 
 /** The charset a Content-Type names, lowercased and unquoted; undefined when it names none. */
 export function declaredCharset(contentType: string | readonly string[] | undefined): string | undefined {
@@ -70,10 +70,28 @@ export function searchEncodings(contentType: string | readonly string[] | undefi
     const order = utf16Order(body)
     return order === null ? ['utf8'] : ['utf8', order]
   }
-  if (ASCII_SUPERSET.some((pattern) => pattern.test(charset))) return ['utf8']
+  if (ASCII_SUPERSET_LABELS.has(charset) || OTHER_ASCII_SUPERSETS.some((pattern) => pattern.test(charset))) return ['utf8']
   if (UTF16LE.test(charset)) return ['utf8', 'utf16le']
   if (UTF16BE.test(charset)) return ['utf8', 'utf16be']
   if (!UTF16.test(charset)) return null
   const order = utf16Order(body)
   return order === null ? ['utf8', 'utf16be', 'utf16le'] : ['utf8', order]
+}
+
+/** A text's bytes in `encoding`. */
+export function encoded(text: string, encoding: TextEncoding): Buffer {
+  if (encoding === 'utf16be') return Buffer.from(text, 'utf16le').swap16()
+  return Buffer.from(text, encoding)
+}
+
+/** A UTF-16 body as text (a last odd byte left out). */
+export function utf16Text(body: Buffer, encoding: 'utf16le' | 'utf16be'): string {
+  const even = body.subarray(0, body.length - (body.length % 2))
+  return encoding === 'utf16le' ? even.toString('utf16le') : Buffer.from(even).swap16().toString('utf16le')
+}
+
+/** A secret whose characters beyond ASCII Latin-1 has: an ISO 8859-1 body writes it other than UTF-8 does. */
+export function hasLatin1Form(secret: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return /^[\u0000-\u00ff]*$/.test(secret) && /[\u0080-\u00ff]/.test(secret)
 }

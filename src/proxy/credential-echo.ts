@@ -7,8 +7,8 @@
  */
 import type { UpstreamAuthSettings } from '../config/schema.js'
 import type { HeaderMap } from './headers.js'
-import { searchEncodings, type TextEncoding } from './body-charset.js'
-import { htmlEscapedPattern, withoutHtmlEscaped } from './html-escaped-secret.js'
+import { encoded, hasLatin1Form, searchEncodings, utf16Text, type TextEncoding } from './body-charset.js'
+import { withoutHtmlEscapedSecrets } from './html-escaped-secret.js'
 import { codingList, decodedBody, isIdentityCoding } from './content-coding.js'
 
 const REDACTED_TEXT = '[redacted]'
@@ -33,6 +33,14 @@ export function echoableSecrets(auth: UpstreamAuthSettings | undefined): string[
  * percent-encoded (a redirect's query, percentEncodings). A search for the
  * bytes alone let `train-tok\/XYZ` through.
  */
+/**
+ * Each list echoForms made, with the secrets it was made of: the HTML search
+ * (html-escaped-secret.ts) looks for those escaped, not for their JSON- and
+ * percent-escaped forms (each is a pass over the body). Told apart by their
+ * text, a raw secret with `%41` or `\\` in it was skipped (a diff review).
+ */
+const RAW_SECRETS = new WeakMap<readonly string[], readonly string[]>()
+
 export function echoForms(secrets: readonly string[]): string[] {
   const forms = new Set<string>()
   for (const secret of secrets) {
@@ -43,9 +51,11 @@ export function echoForms(secrets: readonly string[]): string[] {
     const escaped = json.replace(/[^\x20-\x7e]|[+<>&']/g, unicodeEscape)
     forms.add(escaped)
     forms.add(escaped.replace(/\\u[0-9a-f]{4}/g, (escape) => `\\u${escape.slice(2).toUpperCase()}`))
-    for (const encoded of percentEncodings(secret)) forms.add(encoded)
+    for (const form of percentEncodings(secret)) forms.add(form)
   }
-  return [...forms]
+  const list = [...forms]
+  RAW_SECRETS.set(list, secrets)
+  return list
 }
 
 /**
@@ -62,24 +72,6 @@ function percentEncodings(secret: string): string[] {
 
 function unicodeEscape(char: string): string {
   return `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
-}
-
-/** A text's bytes in `encoding`. */
-function encoded(text: string, encoding: TextEncoding): Buffer {
-  if (encoding === 'utf16be') return Buffer.from(text, 'utf16le').swap16()
-  return Buffer.from(text, encoding)
-}
-
-/** A secret whose characters beyond ASCII Latin-1 has: an ISO 8859-1 body writes it other than UTF-8 does. */
-function hasLatin1Form(secret: string): boolean {
-  // eslint-disable-next-line no-control-regex
-  return /^[\u0000-\u00ff]*$/.test(secret) && /[\u0080-\u00ff]/.test(secret)
-}
-
-/** A UTF-16 body as text (a last odd byte left out). */
-function utf16Text(body: Buffer, encoding: 'utf16le' | 'utf16be'): string {
-  const even = body.subarray(0, body.length - (body.length % 2))
-  return encoding === 'utf16le' ? even.toString('utf16le') : Buffer.from(even).swap16().toString('utf16le')
 }
 
 /** `body` with every occurrence of `needle` replaced by `replacement`; the same buffer when none occurs. */
@@ -116,27 +108,7 @@ export function withoutEchoedSecrets(body: Buffer, secrets: readonly string[], e
   }
   // Latin-1's [redacted] is its UTF-8 one.
   for (const secret of searched) if (hasLatin1Form(secret)) out = replacedAll(out, Buffer.from(secret, 'latin1'), REDACTED)
-  // As an HTML or XML writer escapes it, in a page that has a character reference at all. The JSON- and
-  // percent-escaped forms are not looked for escaped once more: each pattern is a pass over the whole body.
-  for (const secret of searched) {
-    const pattern = /\\[u/"\\]|%[0-9A-Fa-f]{2}/.test(secret) ? null : htmlPattern(secret)
-    if (pattern !== null) out = withoutHtmlEscaped(out, pattern, REDACTED_TEXT)
-  }
-  return out
-}
-
-/** Compiled once per secret form: the forms are the configuration's, few, and searched on every error answer. */
-const HTML_PATTERNS = new Map<string, RegExp | null>()
-
-function htmlPattern(secret: string): RegExp | null {
-  let pattern = HTML_PATTERNS.get(secret)
-  if (pattern === undefined) {
-    // A bound for a gateway reloaded with new secrets for months: the next calls compile again.
-    if (HTML_PATTERNS.size >= 1024) HTML_PATTERNS.clear()
-    pattern = htmlEscapedPattern(secret)
-    HTML_PATTERNS.set(secret, pattern)
-  }
-  return pattern
+  return withoutHtmlEscapedSecrets(out, (RAW_SECRETS.get(secrets) ?? secrets).filter((secret) => secret.length >= 2), encodings, REDACTED_TEXT)
 }
 
 /** Header values with every occurrence of each secret replaced by `[redacted]`, in place (`headers` is the answer's own copy). */

@@ -25,6 +25,8 @@ describe('searchEncodings', () => {
     ['iso-8859-15', 'ISO_8859-1:1987', 'iso-8859-8-i', 'latin1', 'l2', 'csisolatin1', 'iso-ir-100'],
     ['windows-1252', 'x-cp1252', 'windows-874', 'cp850', 'ibm437', 'ibm866', 'cp932', 'cp936', 'cp949', 'dos-874'],
     ['shift_jis', 'ms932', 'x-sjis', 'csshiftjis', 'x-euc-jp', 'iso-2022-jp', 'euc-kr', 'ks_c_5601-1987', 'cseuckr', 'gb18030', 'gbk', 'big5', 'koi8-r', 'macintosh'],
+    // WHATWG labels a second diff review found refused.
+    ['greek', 'cyrillic', 'arabic', 'hebrew', 'logical', 'visual', 'cp819', 'ibm819', 'koi', 'cskoi8r', 'asmo-708', 'x-user-defined'],
   ].flat())('%s, an ASCII superset: the UTF-8 bytes', (charset) => {
     expect(searchEncodings(`application/json; charset=${charset}`, json)).toEqual(['utf8'])
   })
@@ -35,6 +37,8 @@ describe('searchEncodings', () => {
     expect(searchEncodings('application/json; charset=utf-16', Buffer.concat([Buffer.from([0xff, 0xfe]), le]))).toEqual(['utf8', 'utf16le'])
     expect(searchEncodings('application/json; charset=utf-16', be)).toEqual(['utf8', 'utf16be'])
     expect(searchEncodings('application/json; charset=utf-16', Buffer.from([0x20, 0x20]))).toEqual(['utf8', 'utf16be', 'utf16le'])
+    expect(searchEncodings('text/html; charset=unicode', le)).toEqual(['utf8', 'utf16le'])
+    expect(searchEncodings('text/html; charset=unicodeFFFE', be)).toEqual(['utf8', 'utf16be'])
   })
 
   // Regression (diff review, session 27): only a few names were known unsearchable, and IBM1047, IBM500,

@@ -80,3 +80,14 @@ describe('withoutEchoedSecrets in other encodings', () => {
     expect(withoutEchoedSecrets(body, ['pä€ss'])).toBe(body)
   })
 })
+
+describe('withoutEchoedSecrets, HTML-escaped', () => {
+  // Regression (diff review, session 27): raw secrets were told from their JSON- and percent-escaped forms by
+  // their text, so a password holding `%41` or `\` was never looked for HTML-escaped.
+  it('looks for each configured secret escaped, whatever it holds, and not for its escaped forms', () => {
+    for (const secret of ['pw%41x+y', 'C:\\users+x', 'ab\\/cd+e']) {
+      const body = Buffer.from(`<p>bad password ${secret.replaceAll('+', '&#43;')}</p>`)
+      expect(withoutEchoedSecrets(body, echoForms([secret])).toString()).toBe('<p>bad password [redacted]</p>')
+    }
+  })
+})
