@@ -5,6 +5,7 @@
  * upstream broke off the answer (logged with the status the client got and
  * the error code). Bodies, query strings and credentials are never logged.
  */
+import type { ServerResponse } from 'node:http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import type { Metrics } from './metrics/registry.js'
@@ -15,6 +16,13 @@ export const CLIENT_CLOSED_REQUEST = 499
 /** Longer paths are cut (a client can send kilobytes of path; the line stays readable). */
 export const LOGGED_PATH_LIMIT = 256
 
+/** Responses whose request the HTTP parser's refusal answered (public-listener.ts): that refusal is its line and count. */
+const refusedByParser = new WeakSet<ServerResponse>()
+
+export function answeredByParserRefusal(response: ServerResponse): void {
+  refusedByParser.add(response)
+}
+
 export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: FastifyReply): void {
   // Read now: Node asks the socket for its peer on first use, and a socket the gateway has
   // destroyed by the time the line is written (an upstream that broke off) has none to give.
@@ -22,7 +30,7 @@ export function recordOnClose(metrics: Metrics, request: FastifyRequest, reply: 
   // `on`, not `once`: a response closes only once, and once's wrapper costs on every request.
   reply.raw.on('close', () => {
     const facts = request.facts
-    if (facts.unanswered) return
+    if (facts.unanswered || refusedByParser.has(reply.raw)) return
     // An unfinished answer with an error code was ended by the gateway, not the client.
     const status = reply.raw.writableFinished || facts.errorCode !== null ? reply.statusCode : CLIENT_CLOSED_REQUEST
     const seconds = reply.elapsedTime / 1000

@@ -128,6 +128,13 @@ export async function buildApp(ctx: GatewayContext): Promise<GatewayApp> {
       done(notFound(app, request))
       return
     }
+    // RFC 9112 §3.2: a request target has no fragment. Node's parser passes one; the router dropped it from a
+    // path but a query kept it (`?limit=3#x` refused as no integer, `?after=a#b` forwarded as `a%23b`): an
+    // HTTP review. Refused the same way wherever it is, as the router refuses one in an absolute-form target.
+    if (request.raw.url?.includes('#') === true) {
+      done(new GatewayError('invalid_url', FRAGMENT_REFUSED))
+      return
+    }
     // Routes without credentials to check say "100 Continue" at once.
     if (request.facts.route === 'service') sendContinue(request.headers, reply.raw, ctx.config.server.body_limit_bytes)
     done()
@@ -171,8 +178,10 @@ function unroutableCheckpointsCheck(ctx: GatewayContext): CredentialCheck | null
  * a query and dropped): the second was told to check its percent-encoding
  * (a platform review).
  */
+const FRAGMENT_REFUSED = 'The URL is not valid: a request target carries no fragment (#…); leave it out.'
+
 function badUrlMessage(url: string): string {
-  if (!url.startsWith('/') && url.includes('#')) return 'The URL is not valid: a request target carries no fragment (#…); leave it out.'
+  if (!url.startsWith('/') && url.includes('#')) return FRAGMENT_REFUSED
   // An absolute-form target (`http://host:port/path`) whose host or port does not parse: say so, not the percent-encoding.
   if (!url.startsWith('/') && !URL.canParse(url)) return 'The URL is not valid: its host or port does not parse; send the path alone, or a well-formed http(s) URL.'
   return 'The URL is not valid: check its percent-encoding.'

@@ -34,6 +34,8 @@ export interface ConnectionDrain {
   busy(socket: Socket): boolean
   /** Every response in progress, on every connection. */
   inProgress(): ServerResponse[]
+  /** The responses in progress on one connection. */
+  inProgressOn(socket: Socket): ServerResponse[]
 }
 
 /**
@@ -131,6 +133,7 @@ export function trackConnections(server: Server): ConnectionDrain {
     },
     busy: (socket) => (active.get(socket)?.size ?? 0) > 0,
     inProgress: () => [...active.values()].flatMap((responses) => [...responses]),
+    inProgressOn: (socket) => [...(active.get(socket) ?? [])],
     drain() {
       draining = true
       for (const [socket, responses] of active) {

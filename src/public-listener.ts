@@ -8,6 +8,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
+import { answeredByParserRefusal } from './access-log.js'
 import { holdContinue } from './auth/expect-continue.js'
 import { trackConnections, type ConnectionDrain } from './connection-drain.js'
 import type { GatewayError } from './errors/gateway-error.js'
@@ -66,7 +67,12 @@ export function createPublicListener(handle: (request: IncomingMessage, response
       logger.info({ route: 'unknown', error_code: 'malformed_http' }, 'bytes after a request refused by the HTTP parser: the connection closes once it is answered')
       return
     }
-    recordRefusal(answerParserError(error, socket, connections.responding(socket)), {}, 'request refused by the HTTP parser')
+    // A request whose head was read and whose body the parser refused is answered by this refusal: counted
+    // and logged as it, not again as the route's 499 when its response closes (an HTTP review saw both).
+    const cutShort = connections.inProgressOn(socket)
+    const refusal = answerParserError(error, socket, connections.responding(socket))
+    if (refusal !== null) for (const response of cutShort) answeredByParserRefusal(response)
+    recordRefusal(refusal, {}, 'request refused by the HTTP parser')
   })
   server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
     recordRefusal(answerExpectation(response), {}, 'unsupported Expect header refused')

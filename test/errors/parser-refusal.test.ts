@@ -116,6 +116,30 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
     expect(exchange.closed).toBe(true)
   })
 
+  // Regression (HTTP review, session 27): a body the parser refused after the request's head was read was
+  // counted twice, as route="unknown" 400 and as the route's 499, with an access line saying 499.
+  it.each([
+    ['a chunk size in hex notation', '0x4a\r\n'],
+    ['a chunk extension past its limit', `1;${'e'.repeat(20_000)}\r\n`],
+  ])('a body refused mid-way (%s) is one 400, counted and logged once', async (_name, chunk) => {
+    const before = await requestsRefused(400)
+    const chatBefore = await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })
+    const linesBefore = gw.logLines().length
+    const exchange = await rawExchange(
+      gw.url,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunk}`,
+    )
+    expect(exchange.responses.map((response) => [response.status, expectErrorBody(response).code])).toEqual([[400, 'malformed_http']])
+    expect(exchange.closed).toBe(true)
+    expect(await requestsRefused(400)).toBe(before + 1)
+    // The response the route had begun closes after the refusal: served /metrics after it, it would have counted by now.
+    await fetch(`${gw.url}/healthz`)
+    expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })).toBe(chatBefore)
+    const lines = gw.logLines().slice(linesBefore)
+    expect(lines.filter((line) => line.msg === 'request completed' && line.route === 'chat')).toEqual([])
+    expect(lines.filter((line) => line.msg === 'request refused by the HTTP parser')).toHaveLength(1)
+  })
+
   it('a client that resets the connection mid-request gets nothing and costs nothing', async () => {
     const { connect } = await import('node:net')
     const url = new URL(gw.url)

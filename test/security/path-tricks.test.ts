@@ -110,7 +110,10 @@ const TRICKS: Record<string, Trick[]> = {
     trick('POST /v1/chat/completions// (two trailing slashes)', { target: '/v1/chat/completions//', as: 'chat' }, [404]),
     trick('POST /obj/read?/../../v1/chat/completions (a query never reaches the object store)', { target: '/obj/read?/../../v1/chat/completions', as: 'objects' }, [200], 'objects'),
     trick('POST /v1/preview/training-jobs?x=/../../obj/read', { target: '/v1/preview/training-jobs?x=/../../obj/read', as: 'training' }, [200], 'training'),
-    trick('GET checkpoints#/../../training-jobs (a fragment in the target)', { target: `${ckpt}#/../../training-jobs`, as: 'checkpoints' }, [200], 'checkpoints'),
+    trick('GET checkpoints#/../../training-jobs (a fragment in the target: refused)', { target: `${ckpt}#/../../training-jobs`, as: 'checkpoints' }, [400]),
+    trick('GET checkpoints?limit=3#x (a fragment after a query: refused)', { target: `${ckpt}?limit=3#x`, as: 'checkpoints' }, [400]),
+    trick('GET checkpoints?after=a#b (not forwarded as a%23b)', { target: `${ckpt}?after=a#b`, as: 'checkpoints' }, [400]),
+    trick('POST /v1/chat/completions#x', { target: '/v1/chat/completions#x', as: 'chat' }, [400]),
   ],
   'method overrides do not change the method': [
     trick('GET /v1/chat/completions with X-HTTP-Method-Override: POST', { method: 'GET', target: '/v1/chat/completions', as: 'models', lines: 'X-HTTP-Method-Override: POST\r\n' }, [404]),

@@ -31,7 +31,8 @@ function get(target: string, authorized: boolean): Promise<Awaited<ReturnType<ty
 
 describe('secrets in a request target', () => {
   it.each([
-    ['a fragment on a served path', '/v1/models#token=FRAGMENT-SECRET-1', true, 200, '/v1/models'],
+    // A fragment is refused (RFC 9112 §3.2: an HTTP review, session 27), and its secret still shown nowhere.
+    ['a fragment on a served path', '/v1/models#token=FRAGMENT-SECRET-1', true, 400, '/v1/models'],
     ['a fragment on an unknown path', '/nothing#token=FRAGMENT-SECRET-2', false, 404, '/nothing'],
     ['an absolute-form target with userinfo', 'http://user:USERINFO-SECRET-3@evil.example/v1/models', true, 200, '/v1/models'],
     ['an absolute-form target with userinfo, unknown path', 'http://user:USERINFO-SECRET-4@evil.example/nothing', false, 404, '/nothing'],
