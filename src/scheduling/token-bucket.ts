@@ -77,8 +77,3 @@ export function usedOf(bucket: Bucket | undefined, perMinute: number, now: numbe
   return refill(bucket, perMinute, now).used
 }
 
-/** The bucket with `amount` of its use handed to another store, which counts it from now on. */
-export function giveBack(bucket: Bucket | undefined, perMinute: number, amount: number, now: number): Bucket {
-  const current = refill(bucket, perMinute, now)
-  return { used: Math.max(0, current.used - amount), at: current.at }
-}

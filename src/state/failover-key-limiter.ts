@@ -192,7 +192,7 @@ export class FailoverKeyLimiter implements KeyLimiter {
     try {
       await this.#shared.debit(use.keyId, use.limits, use, carry.id)
       this.#inDoubt.delete(use.keyId)
-      this.#local.giveBack(use)
+      this.#local.countedElsewhere(use)
     } catch {
       // Still counted locally, and perhaps in Redis too: the next return sends it again under the same id.
       this.#inDoubt.set(use.keyId, carry)

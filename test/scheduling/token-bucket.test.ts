@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest'
-import { WINDOW_MS, chargeTokens, checkTokens, giveBack, refill, takeRequest, usedOf, waitFor, type Bucket, type Take } from '../../src/scheduling/token-bucket.js'
+import { WINDOW_MS, chargeTokens, checkTokens, refill, takeRequest, usedOf, waitFor, type Bucket, type Take } from '../../src/scheduling/token-bucket.js'
 
 const T0 = 1_700_000_000_000
 
@@ -155,7 +155,7 @@ describe('checkTokens / chargeTokens', () => {
   })
 })
 
-describe('usedOf and giveBack (carrying use to another store)', () => {
+describe('usedOf (carrying use to another store)', () => {
   it('reads what the trailing minute used, net of the refill since', () => {
     expect(usedOf(undefined, 60, T0)).toBe(0)
     expect(usedOf({ used: 2, at: T0 }, 60, T0)).toBe(2)
@@ -163,16 +163,6 @@ describe('usedOf and giveBack (carrying use to another store)', () => {
     expect(usedOf({ used: 2, at: T0 }, 60, T0 + WINDOW_MS)).toBe(0)
     // Tokens: an answer larger than the allowance is used beyond it.
     expect(usedOf({ used: 140, at: T0 }, 100, T0)).toBe(140)
-  })
-
-  it('gives back what was carried, so the next carry does not count it again', () => {
-    const bucket = { used: 3, at: T0 }
-    const carried = usedOf(bucket, 60, T0 + 1000)
-    expect(giveBack(bucket, 60, carried, T0 + 2000)).toEqual({ used: 0, at: T0 + 2000 })
-    // Three requests taken after the snapshot (2 used -> 5) stay: only the carried amount is handed over.
-    const later = { used: 5, at: T0 + 1000 }
-    expect(usedOf(giveBack(later, 60, carried, T0 + 1000), 60, T0 + 1000)).toBe(3)
-    expect(giveBack(undefined, 60, 5, T0)).toEqual({ used: 0, at: T0 })
   })
 })
 

@@ -151,7 +151,8 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     await keys.carried()
     shared.lateCounted = true
     for (let i = 0; i < 5; i++) (await keys.admit('k', tight)).release()
-    await until(() => local.usage()[0]?.alreadyShared === 5, 'five counted in Redis')
+    // Counted in Redis, so nothing to carry.
+    await until(() => local.usage().length === 0, 'five counted in Redis')
     shared.lateCounted = null
     for (let i = 0; i < 5; i++) (await keys.admit('k', tight)).release()
     shared.failDebits = true
@@ -165,6 +166,37 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     await keys.carried()
     expect(shared.debits).toEqual([{ keyId: 'k', requests: 5, tokens: 0 }])
     expect(local.usage()).toEqual([])
+  })
+
+  // Regression (carry review, session 27): a carry took the carried use out of the local buckets, so each outage
+  // of a flapping Redis gave every replica a new local minute: 1,182 requests in a minute on a key of 60.
+  it('keeps the carried use in the local buckets, enforced at the next outage and never carried again', async () => {
+    let now = 1_000_000
+    const { shared, local, link, keys } = replica({ now: () => now })
+    const tight = { requests_per_minute: 10, tokens_per_minute: 100 }
+    for (let i = 0; i < 10; i++) {
+      const ticket = await keys.admit('k', tight)
+      await ticket.chargeTokens(10)
+      ticket.release()
+    }
+    await expect(keys.admit('k', tight)).rejects.toMatchObject({ reason: 'rate_limit_tokens' })
+    comeBack(link)
+    await keys.carried()
+    expect(shared.debits).toEqual([{ keyId: 'k', requests: 10, tokens: 100 }])
+    expect(local.usage()).toEqual([])
+
+    // Away again a second later: the minute is still used here; 30 s on, what it has refilled since.
+    now += 1000
+    await expect(keys.admit('k', tight)).rejects.toMatchObject({ reason: 'rate_limit_requests' })
+    now += 30_000
+    const ticket = await keys.admit('k', tight)
+    await ticket.chargeTokens(5)
+    ticket.release()
+    link.emit('up')
+    await keys.carried()
+    expect(shared.debits).toHaveLength(2)
+    expect(shared.debits[1]!.requests).toBeCloseTo(1, 9)
+    expect(shared.debits[1]!.tokens).toBeCloseTo(5, 9)
   })
 
   it('sends the tokens of a locally admitted answer that ends after the return to the shared store', async () => {
@@ -253,7 +285,7 @@ describe('FailoverKeyLimiter carrying local use into the shared store', () => {
     shared.lateCounted = true
     const before = { requests_per_minute: 60 }
     for (let i = 0; i < 30; i++) (await keys.admit('k', before)).release()
-    await until(() => local.usage()[0]?.alreadyShared === 30, 'thirty counted in Redis')
+    await until(() => local.usage().length === 0, 'thirty counted in Redis')
 
     const lowered = { requests_per_minute: 6 }
     await expect(keys.admit('k', lowered)).rejects.toMatchObject({ reason: 'rate_limit_requests' })

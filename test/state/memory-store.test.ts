@@ -20,7 +20,7 @@ describeModelSlotsContract('MemoryModelSlots', (settings, clock, observer) => ne
 describeKeyLimiterContract('MemoryKeyLimiter', (clock) => new MemoryKeyLimiter(clock))
 
 describe('MemoryKeyLimiter usage (carried into Redis after an outage)', () => {
-  it('reads each key\u2019s use of its trailing minute, and forgets what was handed over', async () => {
+  it('reads each key\u2019s use of its trailing minute, and keeps what was handed over as counted there', async () => {
     let now = 1_000_000
     const limiter = new MemoryKeyLimiter({ now: () => now })
     const limits = { requests_per_minute: 60, tokens_per_minute: 600 }
@@ -34,9 +34,11 @@ describe('MemoryKeyLimiter usage (carried into Redis after an outage)', () => {
     const [use] = limiter.usage()
     expect(use).toEqual({ keyId: 'a', limits, requests: 1, tokens: 290 })
     await limiter.admit('a', limits)
-    limiter.giveBack(use!)
-    // The request taken after the reading is still counted here.
-    expect(limiter.usage()).toEqual([{ keyId: 'a', limits, requests: 1, tokens: 0 }])
+    limiter.countedElsewhere(use!)
+    // The request taken after the reading is still to be carried; the carried use is enforced here still.
+    expect(limiter.usage()).toEqual([{ keyId: 'a', limits, requests: 1, tokens: 0, alreadyShared: 1 }])
+    const tight = { requests_per_minute: 2, tokens_per_minute: 600 }
+    await expect(limiter.admit('a', tight)).rejects.toMatchObject({ reason: 'rate_limit_requests' })
   })
 })
 
