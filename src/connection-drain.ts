@@ -7,7 +7,7 @@
  */
 import type { Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import { closeBehindUndecidedAnswers } from './closing-connections.js'
+import { closeBehindUndecidedAnswers, closesItsConnection } from './closing-connections.js'
 
 export interface ConnectionDrain {
   /** Starts draining: idle connections close now, busy ones after their response. */
@@ -72,8 +72,10 @@ function closeAfterLast(responses: Set<ServerResponse>, marked: WeakSet<ServerRe
     if (response === last) {
       response.setHeader('connection', 'close')
       marked.add(response)
-    } else if (marked.has(response)) {
+    } else if (marked.has(response) && !closesItsConnection(response)) {
       // Said, not removed: a removed header leaves the answer with none (an HTTP/1.0 keep-alive client reads a close).
+      // One that closes its connection for another reason keeps its close (a diff review: an HTTP/1.0 answer a
+      // request was pipelined behind went out keep-alive, and that request's refusal reached the client).
       response.setHeader('connection', response.shouldKeepAlive ? 'keep-alive' : 'close')
       marked.delete(response)
     }

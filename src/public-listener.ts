@@ -69,7 +69,9 @@ export function createPublicListener(handle: (request: IncomingMessage, response
     }
     // A request whose head was read and whose body the parser refused is answered by this refusal: counted
     // and logged as it, not again as the route's 499 when its response closes (an HTTP review saw both).
-    const cutShort = connections.inProgressOn(socket)
+    // Only that one, not yet read whole: one before it was read whole, perhaps forwarded, and keeps its line
+    // (a diff review: a chat already at its backend lost its line and count).
+    const cutShort = connections.inProgressOn(socket).filter((response) => !response.req.complete)
     const refusal = answerParserError(error, socket, connections.responding(socket))
     if (refusal !== null) for (const response of cutShort) answeredByParserRefusal(response)
     recordRefusal(refusal, {}, 'request refused by the HTTP parser')

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parserRefusal } from '../../src/errors/parser-refusal.js'
 import { makeKey, startTestGateway, type TestGateway } from '../support/gateway.js'
-import { scrapeMetricSum } from '../support/metrics.js'
+import { scrapeMetricSum, until } from '../support/metrics.js'
+import { trackedAfterEach } from '../support/tracked.js'
+import { once } from 'node:events'
 import { expectErrorBody, rawExchange } from '../support/raw-http.js'
 
 describe('parserRefusal', () => {
@@ -151,5 +153,31 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
     // The gateway still serves, and nothing was counted for the reset connection.
     expect((await fetch(`${gw.url}/healthz`)).status).toBe(200)
     expect(await requestsRefused(400)).toBe(before)
+  })
+})
+
+// Regression (diff review, session 27): the refusal of a later request's body took away the line and count of a
+// request before it on the connection, read whole and already at its backend.
+describe('a body refused mid-way behind a whole request in progress', () => {
+  const cleanups = trackedAfterEach()
+  const key = makeKey('k', ['chat'])
+
+  it('leaves the request before it its own line and count', async () => {
+    const held = await cleanups.standIn({ hold: true })
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: held.url }] }] })
+    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    const atBackend = once(held.events, 'held')
+    const { connect } = await import('node:net')
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(() => socket.destroy())
+    socket.on('error', () => undefined)
+    socket.resume()
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`)
+    await atBackend
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n`)
+    await once(socket, 'close')
+    await until(() => gw.logLines().some((line) => line.msg === 'request completed' && line.route === 'chat'), 'the first request’s line')
+    expect(gw.logLines().filter((line) => line.msg === 'request completed' && line.route === 'chat')).toHaveLength(1)
+    expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })).toBe(1)
   })
 })
