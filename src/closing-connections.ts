@@ -10,32 +10,47 @@
 import type { ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 
-/** Each such connection's answer that closes it. */
-const closing = new WeakMap<Socket, ServerResponse>()
+/** Each such connection's answers that close it (more than one: a drain's, a refusal's, an unread body's). */
+const closing = new WeakMap<Socket, Set<ServerResponse>>()
 
+/** Keyed by the request's socket: a pipelined answer waiting its turn has none of its own yet. */
 export function markClosing(response: ServerResponse): void {
-  if (response.socket !== null) closing.set(response.socket, response)
+  const socket = response.req.socket
+  const marked = closing.get(socket)
+  if (marked === undefined) closing.set(socket, new Set([response]))
+  else marked.add(response)
 }
 
-/** Whether `response` is the answer its connection was marked to close with: nothing may make it keep-alive after. */
+/** Whether `response` is an answer its connection was marked to close with: nothing may make it keep-alive after. */
 export function closesItsConnection(response: ServerResponse): boolean {
-  return response.socket !== null && closing.get(response.socket) === response
+  return closing.get(response.req.socket)?.has(response) === true
+}
+
+/**
+ * Whether a head written closes the connection. Node 20 leaves
+ * `shouldKeepAlive` true after a closing head, its own (an HTTP/1.0 stream
+ * without a length) or one told `Connection: close`; only its `_last` says
+ * so (a diff review: read as keep-alive, a request behind a closing answer
+ * already begun was served, its answer dropped).
+ */
+export function wentOutClosing(response: ServerResponse): boolean {
+  return (response as ServerResponse & { _last?: boolean })._last === true
 }
 
 /**
  * Whether a request read off `socket` now comes after an answer that closes
  * it. One that went out saying keep-alive after all (a path that writes its
- * own head) did not close it, and the mark goes: a request after it refused
+ * own head) did not close it, and its mark goes: a request after it refused
  * (unanswered, so neither logged nor counted) would be lost without a trace.
  */
 export function isClosing(socket: Socket): boolean {
-  const response = closing.get(socket)
-  if (response === undefined) return false
-  if (response.headersSent && response.shouldKeepAlive) {
-    closing.delete(socket)
-    return false
+  const marked = closing.get(socket)
+  if (marked === undefined) return false
+  for (const response of marked) {
+    if (!response.headersSent || wentOutClosing(response)) return true
+    marked.delete(response)
   }
-  return true
+  return false
 }
 
 /**
@@ -51,7 +66,7 @@ export function isClosing(socket: Socket): boolean {
 export function closeBehindUndecidedAnswers(answers: Iterable<ServerResponse>, latest: ServerResponse): void {
   for (const response of answers) {
     if (response === latest) continue
-    if (response.headersSent ? response.shouldKeepAlive : response.req.httpVersionMinor !== 0) continue
+    if (response.headersSent ? !wentOutClosing(response) : response.req.httpVersionMinor !== 0) continue
     if (!response.headersSent) response.setHeader('connection', 'close')
     markClosing(response)
   }

@@ -17,10 +17,11 @@ export interface ConnectionDrain {
   /** Whether a response has started on this connection and not finished (nothing else may be written to it then). */
   responding(socket: Socket): boolean
   /**
-   * The parser lost its place: when every request in progress on the
-   * connection was read whole, they are still answered, then the connection
-   * closes (nothing after them is read), and this returns true; otherwise
-   * nothing changes and it returns false.
+   * The parser lost its place: the requests in progress on the connection
+   * that were read whole are still answered, then the connection closes
+   * (nothing after them is read), and this returns true; one it was reading
+   * (whose bytes it refused) is given up, its response destroyed unsent.
+   * With none read whole nothing changes and it returns false.
    */
   closeAfterWholeRequests(socket: Socket): boolean
   /**
@@ -124,9 +125,13 @@ export function trackConnections(server: Server): ConnectionDrain {
     responding: (socket) => [...(active.get(socket) ?? [])].some((response) => response.headersSent),
     closeAfterWholeRequests(socket) {
       const responses = active.get(socket)
-      if (responses === undefined || responses.size === 0 || ![...responses].every((response) => response.req.complete)) return false
+      if (responses === undefined || ![...responses].some((response) => response.req.complete)) return false
       closing.add(socket)
-      closeAfterLast(responses, marked)
+      // Written now, a refusal read as the answer to the request before it, which a backend may be running
+      // (a diff review); and that request's real answer was lost when the connection closed.
+      const whole = new Set([...responses].filter((response) => response.req.complete))
+      for (const response of responses) if (!whole.has(response)) response.destroy()
+      closeAfterLast(whole, marked)
       return true
     },
     answeredWhileReading(socket) {

@@ -61,17 +61,19 @@ export function createPublicListener(handle: (request: IncomingMessage, response
       socket.destroy()
       return
     }
+    // A request whose head was read and whose body the parser refused has the refusal's record, or the line
+    // below: not a second one as its route's 499 when its response closes (an HTTP review saw both). Only that
+    // one, not read whole: one before it, perhaps forwarded, keeps its own (a diff review).
+    const inProgress = connections.inProgressOn(socket)
+    const cutShort = inProgress.filter((response) => !response.req.complete)
     // Bad bytes after a request read whole: that request may be at a backend already. It
     // is answered (a refusal now would read as its answer), then the connection closes.
-    if (!clientGone(error) && socket.writable && connections.closeAfterWholeRequests(socket)) {
+    if (!clientGone(error) && socket.writable && inProgress.length > cutShort.length) {
+      for (const response of cutShort) answeredByParserRefusal(response)
+      connections.closeAfterWholeRequests(socket)
       logger.info({ route: 'unknown', error_code: 'malformed_http' }, 'bytes after a request refused by the HTTP parser: the connection closes once it is answered')
       return
     }
-    // A request whose head was read and whose body the parser refused is answered by this refusal: counted
-    // and logged as it, not again as the route's 499 when its response closes (an HTTP review saw both).
-    // Only that one, not yet read whole: one before it was read whole, perhaps forwarded, and keeps its line
-    // (a diff review: a chat already at its backend lost its line and count).
-    const cutShort = connections.inProgressOn(socket).filter((response) => !response.req.complete)
     const refusal = answerParserError(error, socket, connections.responding(socket))
     if (refusal !== null) for (const response of cutShort) answeredByParserRefusal(response)
     recordRefusal(refusal, {}, 'request refused by the HTTP parser')

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net'
 import { connect } from 'node:net'
 import { once } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { isClosing } from '../src/closing-connections.js'
+import { isClosing, markClosing } from '../src/closing-connections.js'
 import { trackConnections } from '../src/connection-drain.js'
 import { until } from './support/metrics.js'
 import { trackedAfterEach } from './support/tracked.js'
@@ -34,9 +34,19 @@ async function holdingServer() {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   cleanups.push(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))))
   const release = () => {
-    for (const response of held.splice(0)) response.writeHead(200, { 'content-length': 2 }).end('ok')
+    for (const response of held.splice(0)) {
+      if (response.headersSent) response.end('ok')
+      else response.writeHead(200, { 'content-length': 2 }).end('ok')
+    }
   }
-  return { port: (server.address() as AddressInfo).port, connections, served, held, release, seen: () => seen }
+  /** Begins the held answers: a head without a length (HTTP/1.0: Node closes after it), or one told to close, and a first chunk. */
+  const begin = (close: boolean) => {
+    for (const response of held) {
+      if (close) markClosing(response)
+      response.writeHead(200, close ? { connection: 'close' } : {}).write('o')
+    }
+  }
+  return { port: (server.address() as AddressInfo).port, connections, served, held, release, begin, seen: () => seen }
 }
 
 describe('a request pipelined behind an HTTP/1.0 answer not yet begun', () => {
@@ -58,5 +68,30 @@ describe('a request pipelined behind an HTTP/1.0 answer not yet begun', () => {
     expect(server.served).toEqual(['/first'])
     expect(received.split('HTTP/1.1 ').length - 1).toBe(1)
     expect(received).toMatch(/connection: close/i)
+  })
+})
+
+// Regression (diff review, session 27): Node 20 leaves `shouldKeepAlive` true after a closing head, so an answer
+// already begun was read as keep-alive and the request behind it served, its answer dropped with the connection.
+describe('a request pipelined behind a closing answer already begun', () => {
+  it.each([
+    ['an HTTP/1.0 stream without a length', 'HTTP/1.0', false],
+    ['an HTTP/1.1 answer told Connection: close', 'HTTP/1.1', true],
+  ])('is not served: %s', async (_name, version, close) => {
+    const server = await holdingServer()
+    const client = connect(server.port, '127.0.0.1')
+    cleanups.push(() => client.destroy())
+    let received = ''
+    client.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+    client.write(`GET /first ${version}\r\nHost: x\r\nConnection: keep-alive\r\n\r\n`)
+    await until(() => server.held.length === 1, 'the first request')
+    server.begin(close)
+    await until(() => received.includes('\r\n\r\n'), 'the first head')
+    client.write(`GET /second ${version}\r\nHost: x\r\nConnection: keep-alive\r\n\r\n`)
+    await until(() => server.seen() === 2, 'the second request read')
+    server.release()
+    await once(client, 'close')
+    expect(server.served).toEqual(['/first'])
+    expect(received.split('HTTP/1.1 ').length - 1).toBe(1)
   })
 })

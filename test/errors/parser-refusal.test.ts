@@ -156,13 +156,17 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
   })
 })
 
-// Regression (diff review, session 27): the refusal of a later request's body took away the line and count of a
-// request before it on the connection, read whole and already at its backend.
+// Regressions (diff reviews, session 27): the refusal of a later request's body took away the line and count of a
+// request before it, read whole and already at its backend; then, written at once, the refusal read as that
+// request's answer, whose real answer was lost with the connection.
 describe('a body refused mid-way behind a whole request in progress', () => {
   const cleanups = trackedAfterEach()
   const key = makeKey('k', ['chat'])
 
-  it('leaves the request before it its own line and count', async () => {
+  it.each([
+    ['HTTP/1.1', ''],
+    ['HTTP/1.0', 'Connection: keep-alive\r\n'],
+  ])('leaves the request before it (%s) its own answer, line and count; then the connection closes', async (version, keepAlive) => {
     const held = await cleanups.standIn({ hold: true })
     const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: held.url }] }] })
     const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
@@ -171,13 +175,23 @@ describe('a body refused mid-way behind a whole request in progress', () => {
     const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
     cleanups.push(() => socket.destroy())
     socket.on('error', () => undefined)
-    socket.resume()
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`)
+    let received = ''
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+    socket.write(`POST /v1/chat/completions ${version}\r\nHost: gw\r\n${keepAlive}Authorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`)
     await atBackend
     socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n`)
-    await once(socket, 'close')
+    await until(() => gw.logLines().some((line) => String(line.msg).startsWith('bytes after a request refused by the HTTP parser')), 'the refusal seen')
+    expect(received).toBe('')
+    const closed = once(socket, 'close')
+    held.releaseHeld()
+    await closed
+
+    expect(received.split('HTTP/1.1 ').length - 1).toBe(1)
+    expect(received).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    expect(received).toMatch(/\r\nconnection: close\r\n/i)
     await until(() => gw.logLines().some((line) => line.msg === 'request completed' && line.route === 'chat'), 'the first request’s line')
-    expect(gw.logLines().filter((line) => line.msg === 'request completed' && line.route === 'chat')).toHaveLength(1)
+    expect(gw.logLines().filter((line) => line.msg === 'request completed' && line.route === 'chat').map((line) => line.status)).toEqual([200])
     expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })).toBe(1)
+    expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'unknown' })).toBe(0)
   })
 })
