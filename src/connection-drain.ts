@@ -24,6 +24,8 @@ export interface ConnectionDrain {
    * With none read whole nothing changes and it returns false.
    */
   closeAfterWholeRequests(socket: Socket): boolean
+  /** Whether closeAfterWholeRequests already decided this connection's end: bytes after that are not looked at. */
+  closingAfterWholeRequests(socket: Socket): boolean
   /**
    * Whether the connection's latest request was answered while its body is
    * still coming (a 401 before a small body Node reads and throws away):
@@ -67,9 +69,10 @@ function closeWaitingResponses(responses: Iterable<ServerResponse>): void {
  */
 function closeAfterLast(responses: Set<ServerResponse>, marked: WeakSet<ServerResponse>): void {
   let last: ServerResponse | undefined
-  for (const response of responses) last = response
+  // One given up (a request whose bytes the parser refused) is never sent: it cannot be the last.
+  for (const response of responses) if (!response.destroyed) last = response
   for (const response of responses) {
-    if (response.headersSent) continue
+    if (response.headersSent || response.destroyed) continue
     if (response === last) {
       response.setHeader('connection', 'close')
       marked.add(response)
@@ -134,6 +137,7 @@ export function trackConnections(server: Server): ConnectionDrain {
       closeAfterLast(whole, marked)
       return true
     },
+    closingAfterWholeRequests: (socket) => closing.has(socket),
     answeredWhileReading(socket) {
       const response = latest.get(socket)
       return response !== undefined && response.writableFinished && !response.req.complete

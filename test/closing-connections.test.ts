@@ -6,7 +6,7 @@
  * is not answered at all.
  */
 import { createServer, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import { connect } from 'node:net'
 import { once } from 'node:events'
 import { describe, expect, it } from 'vitest'
@@ -25,6 +25,12 @@ async function holdingServer() {
   const server = createServer()
   // The tracker hears each request first, as on the gateway's listener (public-listener.ts).
   const connections = trackConnections(server)
+  let refused = 0
+  // As the gateway's listener does (public-listener.ts) for bytes after whole requests.
+  server.on('clientError', (_error, socket: Socket) => {
+    refused++
+    if (!server.listening || !connections.closeAfterWholeRequests(socket)) socket.destroy()
+  })
   server.on('request', (request, response: ServerResponse) => {
     seen++
     if (isClosing(request.socket)) return
@@ -46,7 +52,7 @@ async function holdingServer() {
       response.writeHead(200, close ? { connection: 'close' } : {}).write('o')
     }
   }
-  return { port: (server.address() as AddressInfo).port, connections, served, held, release, begin, seen: () => seen }
+  return { port: (server.address() as AddressInfo).port, connections, served, held, release, begin, seen: () => seen, refused: () => refused }
 }
 
 describe('a request pipelined behind an HTTP/1.0 answer not yet begun', () => {
@@ -93,5 +99,26 @@ describe('a request pipelined behind a closing answer already begun', () => {
     await once(client, 'close')
     expect(server.served).toEqual(['/first'])
     expect(received.split('HTTP/1.1 ').length - 1).toBe(1)
+  })
+})
+
+// Regression (diff review, session 27): a drain after bad bytes took the request given up for the connection's
+// last, and the whole answer before it, told to close, went out keep-alive.
+describe('a drain after bad bytes behind a whole request', () => {
+  it('leaves the whole request its close', async () => {
+    const server = await holdingServer()
+    const client = connect(server.port, '127.0.0.1')
+    cleanups.push(() => client.destroy())
+    let received = ''
+    client.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
+    client.write('GET /first HTTP/1.1\r\nHost: x\r\n\r\n')
+    await until(() => server.held.length === 1, 'the first request')
+    client.write('POST /second HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n')
+    await until(() => server.refused() === 1, 'the bad bytes')
+    server.connections.drain()
+    server.release()
+    await once(client, 'close')
+    expect(received.split('HTTP/1.1 ').length - 1).toBe(1)
+    expect(received).toMatch(/connection: close/i)
   })
 })

@@ -194,4 +194,48 @@ describe('a body refused mid-way behind a whole request in progress', () => {
     expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })).toBe(1)
     expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'unknown' })).toBe(0)
   })
+
+  // Regression (diff review, session 27): the 417 for an unsupported Expect closes the connection but was not
+  // marked so; a chat pipelined behind it ran at the backend, its answer dropped, logged 499.
+  it('serves nothing pipelined behind a 417 for an unsupported Expect', async () => {
+    const held = await cleanups.standIn({ hold: true })
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: held.url }] }] })
+    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    const exchange = await rawExchange(
+      gw.url,
+      `GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nExpect: foo\r\n\r\n` +
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`,
+    )
+    expect(exchange.responses.map((response) => response.status)).toEqual([417])
+    expect(exchange.closed).toBe(true)
+    // Counted once the 417 is: the chat, had it been served, would have been by then.
+    await until(async () => (await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'unknown', status: '417' })) === 1, 'the 417 counted')
+    await fetch(`${gw.url}/healthz`)
+    expect(held.heldCount()).toBe(0)
+    expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })).toBe(0)
+  })
+
+  // Regression (diff review, session 27): every read after the parser failed raised clientError again, and each
+  // logged the line: one per ~64 KiB a client sent behind a long answer.
+  it('logs bytes behind a refused body once, however many more come', async () => {
+    const held = await cleanups.standIn({ hold: true })
+    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: held.url }] }] })
+    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+    const atBackend = once(held.events, 'held')
+    const { connect } = await import('node:net')
+    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+    cleanups.push(() => socket.destroy())
+    socket.on('error', () => undefined)
+    socket.resume()
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`)
+    await atBackend
+    socket.write('BAD REQUEST LINE\r\n\r\n')
+    const refusedLines = () => gw.logLines().filter((line) => String(line.msg).startsWith('bytes after a request refused by the HTTP parser')).length
+    await until(() => refusedLines() === 1, 'the refusal seen')
+    for (let i = 0; i < 5; i++) socket.write(Buffer.alloc(200_000, 'x'))
+    const closed = once(socket, 'close')
+    held.releaseHeld()
+    await closed
+    expect(refusedLines()).toBe(1)
+  })
 })
