@@ -9,11 +9,14 @@
  *   exchange: the upstream connection was held for as long as the client
  *   stayed connected.
  *
- * Checked every `idleMs`: the connection is closed when bytes were waiting
- * at the last check and none left since (fewer waiting now, or a 'drain',
- * which is how a pipe's writer learns the client caught up). A slow reader
- * that makes progress keeps its connection; a slow upstream with nothing
- * waiting for the client is not the client's doing.
+ * Checked every quarter of `idleMs`: the connection is closed once bytes
+ * have waited `idleMs` with none leaving (fewer waiting, or a 'drain', which
+ * is how a pipe's writer learns the client caught up). A slow reader that
+ * makes progress keeps its connection; a slow upstream with nothing waiting
+ * for the client is not the client's doing. Checked only every `idleMs`, a
+ * piped answer's first bytes were seen a whole check late, and a stalled
+ * client was let go after twice `idleMs` (a flow review: 10 minutes at
+ * the default 5).
  */
 import type { ServerResponse } from 'node:http'
 
@@ -36,6 +39,8 @@ export function watchUnread(response: ServerResponse, idleMs: number, onClose: (
   // A whole answer already handed to the socket: nothing will wait (and no timer per request).
   if (response.writableEnded && response.writableLength === 0) return NOTHING_TO_STOP
   let waiting = response.writableLength
+  /** When the bytes now waiting began to wait with none leaving; null while nothing waits or they move. */
+  let stuckSince: number | null = waiting > 0 ? Date.now() : null
   let drained = false
   const onDrain = (): void => {
     drained = true
@@ -46,17 +51,23 @@ export function watchUnread(response: ServerResponse, idleMs: number, onClose: (
     // before it, not for its reader (a code review saw one dropped while its client read).
     if (response.socket === null) {
       waiting = 0
+      stuckSince = null
       return
     }
     const now = response.writableLength
-    const stalled = waiting > 0 && now >= waiting && !drained
+    const moved = drained || now < waiting
     waiting = now
     drained = false
-    if (!stalled) return
+    if (now === 0 || moved) {
+      stuckSince = null
+      return
+    }
+    stuckSince ??= Date.now()
+    if (Date.now() - stuckSince < idleMs) return
     stop()
     onClose()
     response.destroy()
-  }, idleMs)
+  }, Math.max(1, Math.ceil(idleMs / 4)))
   check.unref()
   const stop = (): void => {
     clearInterval(check)

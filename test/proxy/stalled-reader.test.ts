@@ -41,6 +41,20 @@ describe('closeIfUnread', () => {
     expect(watch.closed()).toBe(1)
   })
 
+  // Regression (flow review, session 27): a piped answer's bytes, none waiting when the guard began, were first
+  // seen a whole check later, and a client that read nothing was let go only after twice idleMs.
+  it('closes a connection within a quarter of idleMs past idleMs of bytes waiting that began after it was watched', () => {
+    const response = new FakeResponse()
+    const watch = watched(response)
+    vi.advanceTimersByTime(IDLE_MS / 10)
+    response.writableLength = 64 * 1024
+    vi.advanceTimersByTime(IDLE_MS - 1)
+    expect(response.destroyed).toBe(false)
+    vi.advanceTimersByTime(IDLE_MS / 4 + 1)
+    expect(response.destroyed).toBe(true)
+    expect(watch.closed()).toBe(1)
+  })
+
   it('keeps a reader that takes some bytes between checks', () => {
     const response = new FakeResponse()
     response.writableLength = 500
