@@ -112,7 +112,7 @@ export async function forwardChat(ctx: GatewayContext, request: FastifyRequest, 
 
   let body: Buffer
   try {
-    body = await answer.call.readAll(ctx.config.server.answer_limit_bytes)
+    body = await answer.call.readAll(ctx.config.server.answer_limit_bytes, answer.headers['content-length'])
   } catch (error) {
     settle(null)
     if (client.aborted) return unlessCutOff(reply, client)

@@ -155,8 +155,17 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     else if (this.#finished?.kind === 'error') sink.error(this.#finished.error)
   }
 
-  /** The whole body in one buffer; past `limitBytes` the exchange is aborted and this rejects with AnswerTooLargeError. */
-  readAll(limitBytes = Infinity): Promise<Buffer> {
+  /**
+   * The whole body in one buffer; past `limitBytes` the exchange is aborted and this rejects with
+   * AnswerTooLargeError, at once when its `declaredLength` (Content-Length) already says so: read
+   * up to the limit first, such a body cost 64 MiB and its time for a 502 (a flow review).
+   */
+  readAll(limitBytes = Infinity, declaredLength?: string | string[]): Promise<Buffer> {
+    if (typeof declaredLength === 'string' && Number(declaredLength) > limitBytes) {
+      const tooLarge = new AnswerTooLargeError(limitBytes)
+      this.abort(tooLarge)
+      return Promise.reject(tooLarge)
+    }
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = []
       let size = 0

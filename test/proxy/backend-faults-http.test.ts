@@ -469,6 +469,18 @@ describe('a backend whose JSON answer is larger than server.answer_limit_bytes',
     await expectNothingElseAffected(f, { '502': 1 }, 1)
   })
 
+  // Regression (flow review, session 27): an answer whose Content-Length already said it was too large was read
+  // up to the limit first; one that then sends nothing more held the request until the timeouts.
+  it('an answer whose Content-Length is over the limit is 502 at once, its body not waited for', async () => {
+    const f = await fixture((res) => res.writeHead(200, { 'content-type': 'application/json', 'content-length': LIMIT * 100 }).write('{"id":'), {}, { answer_limit_bytes: LIMIT })
+
+    const raw = await post(f.gw, { model: 'm' })
+
+    expect(raw.status).toBe(502)
+    expect(expectErrorBody(raw)).toMatchObject({ code: 'upstream_bad_response', message: expect.stringContaining('server.answer_limit_bytes') as unknown as string })
+    await expectNothingElseAffected(f, { '502': 1 }, 1)
+  })
+
   it('an answer exactly at the limit passes unchanged', async () => {
     const exact = completionOf(LIMIT)
     expect(exact.length).toBe(LIMIT)
