@@ -55,6 +55,20 @@ describe('closeIfUnread', () => {
     expect(watch.closed()).toBe(1)
   })
 
+  // Regression (diff review, session 27): the clock started at the second check after the last progress.
+  it('closes a connection within a quarter of idleMs past idleMs of its reader\u2019s last progress', () => {
+    const response = new FakeResponse()
+    response.writableLength = 1000
+    const watch = watched(response)
+    vi.advanceTimersByTime(IDLE_MS / 4 + 1)
+    response.writableLength = 900
+    vi.advanceTimersByTime(IDLE_MS - 1)
+    expect(response.destroyed).toBe(false)
+    vi.advanceTimersByTime(IDLE_MS / 4)
+    expect(response.destroyed).toBe(true)
+    expect(watch.closed()).toBe(1)
+  })
+
   it('keeps a reader that takes some bytes between checks', () => {
     const response = new FakeResponse()
     response.writableLength = 500
