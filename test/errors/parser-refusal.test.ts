@@ -162,14 +162,12 @@ describe('a request the HTTP parser refuses, through a gateway', () => {
 describe('a body refused mid-way behind a whole request in progress', () => {
   const cleanups = trackedAfterEach()
   const key = makeKey('k', ['chat'])
+  const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
 
-  it.each([
-    ['HTTP/1.1', ''],
-    ['HTTP/1.0', 'Connection: keep-alive\r\n'],
-  ])('leaves the request before it (%s) its own answer, line and count; then the connection closes', async (version, keepAlive) => {
+  /** A gateway before a backend that holds every chat, and a raw connection whose first chat (`version`) it holds. */
+  async function heldFirstChat(version = 'HTTP/1.1', extraHeaders = '') {
     const held = await cleanups.standIn({ hold: true })
     const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: held.url }] }] })
-    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
     const atBackend = once(held.events, 'held')
     const { connect } = await import('node:net')
     const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
@@ -177,18 +175,26 @@ describe('a body refused mid-way behind a whole request in progress', () => {
     socket.on('error', () => undefined)
     let received = ''
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
-    socket.write(`POST /v1/chat/completions ${version}\r\nHost: gw\r\n${keepAlive}Authorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`)
+    socket.write(`POST /v1/chat/completions ${version}\r\nHost: gw\r\n${extraHeaders}Authorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`)
     await atBackend
+    return { held, gw, socket, received: () => received }
+  }
+
+  it.each([
+    ['HTTP/1.1', ''],
+    ['HTTP/1.0', 'Connection: keep-alive\r\n'],
+  ])('leaves the request before it (%s) its own answer, line and count; then the connection closes', async (version, keepAlive) => {
+    const { held, gw, socket, received } = await heldFirstChat(version, keepAlive)
     socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n`)
     await until(() => gw.logLines().some((line) => String(line.msg).startsWith('bytes after a request refused by the HTTP parser')), 'the refusal seen')
-    expect(received).toBe('')
+    expect(received()).toBe('')
     const closed = once(socket, 'close')
     held.releaseHeld()
     await closed
 
-    expect(received.split('HTTP/1.1 ').length - 1).toBe(1)
-    expect(received).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
-    expect(received).toMatch(/\r\nconnection: close\r\n/i)
+    expect(received().split('HTTP/1.1 ').length - 1).toBe(1)
+    expect(received()).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    expect(received()).toMatch(/\r\nconnection: close\r\n/i)
     await until(() => gw.logLines().some((line) => line.msg === 'request completed' && line.route === 'chat'), 'the first request’s line')
     expect(gw.logLines().filter((line) => line.msg === 'request completed' && line.route === 'chat').map((line) => line.status)).toEqual([200])
     expect(await scrapeMetricSum(gw.url, 'sluice_requests_total', { route: 'chat' })).toBe(1)
@@ -200,7 +206,6 @@ describe('a body refused mid-way behind a whole request in progress', () => {
   it('serves nothing pipelined behind a 417 for an unsupported Expect', async () => {
     const held = await cleanups.standIn({ hold: true })
     const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: held.url }] }] })
-    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
     const exchange = await rawExchange(
       gw.url,
       `GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nExpect: foo\r\n\r\n` +
@@ -218,17 +223,7 @@ describe('a body refused mid-way behind a whole request in progress', () => {
   // Regression (diff review, session 27): every read after the parser failed raised clientError again, and each
   // logged the line: one per ~64 KiB a client sent behind a long answer.
   it('logs bytes behind a refused body once, however many more come', async () => {
-    const held = await cleanups.standIn({ hold: true })
-    const gw = await cleanups.gateway({ auth: { keys: [key.entry] }, models: [{ name: 'm', backends: [{ url: held.url }] }] })
-    const chat = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
-    const atBackend = once(held.events, 'held')
-    const { connect } = await import('node:net')
-    const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
-    cleanups.push(() => socket.destroy())
-    socket.on('error', () => undefined)
-    socket.resume()
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key.token}\r\nContent-Type: application/json\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`)
-    await atBackend
+    const { held, gw, socket } = await heldFirstChat()
     socket.write('BAD REQUEST LINE\r\n\r\n')
     const refusedLines = () => gw.logLines().filter((line) => String(line.msg).startsWith('bytes after a request refused by the HTTP parser')).length
     await until(() => refusedLines() === 1, 'the refusal seen')
